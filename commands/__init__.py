@@ -1,0 +1,1 @@
+"""Built-in subcommands, one module each (installed as ``mqadmin.commands``)."""

@@ -1,0 +1,123 @@
+"""The admin facade: the one interface every command and job uses to reach a broker.
+
+``connect(address)`` picks the backend from the address: ``mock``/``mock://NAME``/
+``mock:///abs/path`` open the embedded mock broker, ``host:port[;host:port]`` the remoting
+client. Commands never import a backend directly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from mqadmin.errors import UsageError
+from mqadmin.model import (
+    BrokerData,
+    ConsumeStats,
+    ConsumerConnection,
+    Message,
+    MessageQueue,
+    PullResult,
+    SendResult,
+    TopicRoute,
+)
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """What a broker says about itself: name, address, cluster and behaviour-relevant version."""
+
+    broker_name: str
+    addr: str
+    cluster: str
+    version: str  # e.g. "5.3.3", "4.9.8"
+
+    @property
+    def server_side_reset(self) -> bool:
+        """5.2+ resets offsets on the broker; older brokers push the reset to online clients."""
+        return version_tuple(self.version) >= (5, 2)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in version.replace("-", ".").split("."):
+        if not p.isdigit():
+            break
+        parts.append(int(p))
+    return tuple(parts)
+
+
+class Admin(Protocol):
+    """The operations commands may use. Keep this set small: add a keyword before a method."""
+
+    address: str
+
+    # routing
+    def topic_route(self, topic: str) -> TopicRoute: ...
+    def cluster_brokers(self) -> list[BrokerInfo]: ...
+    def list_topics(self) -> list[str]: ...
+    def list_groups(self) -> list[str]: ...
+
+    # queue offsets
+    def min_offset(self, mq: MessageQueue) -> int: ...
+    def max_offset(self, mq: MessageQueue) -> int: ...
+    def search_offset(self, mq: MessageQueue, ts_ms: int) -> int: ...
+    def earliest_store_time(self, mq: MessageQueue) -> int: ...
+
+    # consumer offsets
+    def consumer_offset(self, group: str, mq: MessageQueue) -> int | None: ...
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None: ...
+
+    # group state
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats: ...
+    def consumer_connections(self, group: str) -> ConsumerConnection: ...
+
+    # reset
+    def reset_offset_by_time(
+        self,
+        topic: str,
+        group: str,
+        ts_ms: int,
+        force: bool = True,
+        *,
+        broker_name: str | None = None,
+        queue_id: int = -1,
+        offset: int = -1,
+    ) -> dict[MessageQueue, int]: ...
+
+    # messages
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult: ...
+    def send(self, topic: str, message: Message, queue: MessageQueue | None = None) -> SendResult: ...
+    def send_back(self, group: str, message: Message, delay_level: int = 0) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def default_home() -> str:
+    return os.environ.get("MQADMIN_HOME") or os.path.join(os.path.expanduser("~"), ".mqadmin")
+
+
+def resolve_address(address: str | None) -> str:
+    """-n wins, then NAMESRV_ADDR (as the Java tool reads it)."""
+    addr = address or os.environ.get("NAMESRV_ADDR")
+    if not addr:
+        raise UsageError("no name server: pass -n ADDR (host:port[;host:port] or mock://NAME) or set NAMESRV_ADDR")
+    return addr.strip()
+
+
+def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = False, **options: object) -> Admin:
+    """Open the backend the address names. Heavy modules load only for the backend chosen."""
+    addr = resolve_address(address)
+    if addr == "mock" or addr.startswith("mock:"):
+        from mqadmin.mock.backend import open_mock
+
+        return open_mock(addr, read_only=read_only)
+    if addr.startswith("store:"):
+        raise UsageError("store:// addresses are not supported yet")
+    from mqadmin.remoting.backend import RemotingAdmin  # type: ignore[import-not-found,unused-ignore]
+
+    return RemotingAdmin(addr, timeout=timeout, **options)  # type: ignore[no-any-return,unused-ignore]
+
+
+__all__ = ["Admin", "BrokerData", "BrokerInfo", "connect", "default_home", "resolve_address"]

@@ -1,0 +1,217 @@
+"""The command line: a typer group built from the registry, and the one place that turns
+exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 130 interrupted)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+import typer.core
+import typer.main
+
+from mqadmin import __version__
+from mqadmin.errors import CheckFailed, MqadminError, UsageError
+from mqadmin.exit_codes import ExitCode
+from mqadmin.output import FORMATS, Env, render
+from mqadmin.registry import Opt, SubCommand, commands, lookup
+
+PROG = "mqadmin"
+
+#: Options every broker command takes, after the subcommand as the Java tool takes -n.
+COMMON_OPTIONS: tuple[Opt, ...] = (
+    Opt(
+        "namesrv",
+        ("-n", "--namesrvAddr", "--namesrv"),
+        "Name server address 'host:port;host:port', or mock://NAME for the embedded mock broker "
+        "(default: $NAMESRV_ADDR)",
+        metavar="ADDR",
+    ),
+    Opt("output", ("--output",), "Result format: table (default), json or csv", default="table", choices=FORMATS),
+    Opt("json_", ("--json",), "Same as --output json", kind=bool, default=False),
+    Opt("tz", ("--tz",), "Time zone for times without an offset and for display (default: local)", metavar="ZONE"),
+    Opt("timeout", ("--timeout",), "Seconds to wait for each broker reply", kind=float, default=3.0),
+    Opt("no_color", ("--no-color",), "No colour (NO_COLOR is honoured too)", kind=bool, default=False),
+    Opt("traceback", ("--traceback",), "Show the Python traceback on errors (for bug reports)", kind=bool, default=False),
+)
+_COMMON = {o.dest for o in COMMON_OPTIONS}
+
+
+def _typer_param(opt: Opt) -> inspect.Parameter:
+    annotation: Any
+    if opt.kind is bool:
+        annotation = bool
+        default = typer.Option(bool(opt.default), *opt.flags, help=opt.help)
+    else:
+        annotation = opt.kind if (opt.required or opt.default is not None) else (opt.kind | None)
+        help_text = opt.help
+        if opt.choices:
+            help_text += f" [{'|'.join(opt.choices)}]"
+        default = typer.Option(
+            ... if opt.required else opt.default,
+            *opt.flags,
+            help=help_text,
+            metavar=opt.metavar,
+            show_default=opt.default is not None and not opt.required,
+        )
+    return inspect.Parameter(opt.dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def options_of(cls: type[SubCommand]) -> tuple[Opt, ...]:
+    return cls.options + (COMMON_OPTIONS if cls.uses_broker else ())
+
+
+def build_command(cls: type[SubCommand], env: Env) -> typer.core.TyperCommand:
+    """A typer command whose callback runs ``cls`` and renders its result."""
+
+    def callback(**params: Any) -> None:
+        run(cls, params, env)
+
+    opts = options_of(cls)
+    params = [_typer_param(o) for o in opts]
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    callback.__annotations__ = {p.name: p.annotation for p in params}
+    app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    app.command(cls.name, help=cls.description(), context_settings={"help_option_names": ["-h", "--help"]})(callback)
+    command = typer.main.get_command(app)
+    assert isinstance(command, typer.core.TyperCommand)
+    return command
+
+
+def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
+    from mqadmin.context import Context
+    from mqadmin.timeparse import resolve_tz
+
+    common = {k: params.pop(k) for k in list(params) if k in _COMMON}
+    for opt in cls.options:
+        if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
+            raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
+    fmt = "json" if common.get("json_") else common.get("output", "table")
+    if fmt not in FORMATS:
+        raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if common.get("no_color"):
+        env.color = False
+    ctx = Context(
+        address=common.get("namesrv"),
+        timeout=float(common.get("timeout") or 3.0),
+        tz=resolve_tz(common.get("tz")),
+        env=env,
+        assume_yes=bool(params.get("yes", False)),
+    )
+    try:
+        result = cls().execute(ctx, **params)
+    finally:
+        ctx.close()
+    render(result, fmt, env)
+    failure = getattr(result, "check_failure", None)
+    if failure:
+        raise CheckFailed(failure)
+    partial = getattr(result, "failure", None)
+    if partial:
+        raise MqadminError(partial)
+
+
+class MqadminGroup(typer.core.TyperGroup):
+    """Lists commands from the registry and builds only the one that runs."""
+
+    env: Env = Env()
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [c.name for c in commands()]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return build_command(lookup(cmd_name), self.env)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        cls = lookup(args[0])
+        return cls.name, build_command(cls, self.env), args[1:]
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(c.name, f"{c.summary()} (alias: {c.kebab()})") for c in commands()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def build_group(env: Env) -> MqadminGroup:
+    def version_callback(value: bool) -> None:
+        if value:
+            env.stdout.write(f"{PROG} {__version__}\n")
+            raise typer.Exit(0)
+
+    group = MqadminGroup(
+        name=PROG,
+        help="See, move and replay Apache RocketMQ consumer offsets, safely.\n\n"
+        "Options of each command follow the command, as in the Java mqadmin: "
+        "'mqadmin queryOffset -n 127.0.0.1:9876 -t TopicTest'. "
+        "Exit codes: 0 done, 1 failure, 2 usage error, 3 check failed.",
+        rich_markup_mode=None,
+        no_args_is_help=True,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    group.env = env
+    group.params.append(_version_option(version_callback))
+    return group
+
+
+def _version_option(cb: Any) -> Any:
+    """--version as a plain eager flag on the group (built through typer's public API)."""
+    app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+    @app.callback(invoke_without_command=True)
+    def _root(
+        version: bool = typer.Option(False, "--version", help="Show the version and exit.", is_eager=True, callback=cb),
+    ) -> None:
+        pass
+
+    root = typer.main.get_command(app)
+    return next(p for p in root.params if p.name == "version")
+
+
+def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
+    """Entry point of the console script; returns (and exits with) the exit code."""
+    code = _main(list(sys.argv[1:] if argv is None else argv), env or Env())
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _main(args: list[str], env: Env) -> int:
+    show_tb = "--traceback" in args or os.environ.get("MQADMIN_TRACEBACK") == "1"
+    group = build_group(env)
+    try:
+        group.main(args, prog_name=PROG, standalone_mode=False)
+        return ExitCode.OK
+    except MqadminError as exc:
+        if show_tb:
+            raise
+        env.error(str(exc))
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        env.error("interrupted")
+        return ExitCode.INTERRUPTED
+    except typer.TyperException as exc:  # click usage errors: bad or missing options
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        env.error(message.strip().splitlines()[0] if message.strip() else "usage error")
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    except BrokenPipeError:
+        _silence_stdout()
+        return ExitCode.FAILURE
+    except Exception as exc:
+        if show_tb:
+            raise
+        env.error(f"unexpected {type(exc).__name__}: {exc} (run with --traceback for details)")
+        return ExitCode.FAILURE
+
+
+def _silence_stdout() -> None:
+    """After `mqadmin ... | head` closed the pipe, exit without a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,56 @@
+"""What a command gets besides its own options: the broker, the terminal, the clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import TYPE_CHECKING, Any
+
+from mqadmin.output import Env
+from mqadmin.timeparse import now_ms, parse_time
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
+
+
+@dataclass
+class Context:
+    address: str | None = None
+    timeout: float = 3.0
+    tz: tzinfo | None = None
+    env: Env = field(default_factory=Env)
+    assume_yes: bool = False
+    connect_options: dict[str, Any] = field(default_factory=dict)
+    now: int = field(default_factory=now_ms)
+    _admin: Admin | None = None
+    _admin_ro: bool = True
+
+    def admin(self, *, write: bool = False) -> Admin:
+        """Open the backend once per run; a writer re-opens a read-only embedded store."""
+        if self._admin is not None and (self._admin_ro is False or not write):
+            return self._admin
+        from mqadmin.admin import connect
+
+        if self._admin is not None:
+            self._admin.close()
+        self._admin = connect(self.address, timeout=self.timeout, read_only=not write, **self.connect_options)
+        self._admin_ro = not write
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    def time(self, text: str) -> int:
+        return parse_time(text, now=self.now, tz=self.tz)
+
+    def confirm(self, question: str) -> bool:
+        """Ask on a terminal; scripts (stdin not a terminal) and --yes proceed, as the Java tool."""
+        if self.assume_yes or not self.env.stdin_tty:
+            return True
+        self.env.stderr.write(f"{question} [y/N] ")
+        self.env.stderr.flush()
+        assert self.env.stdin is not None
+        answer = self.env.stdin.readline().strip().lower()
+        return answer in ("y", "yes")

@@ -1,0 +1,17 @@
+"""Process exit codes: the contract scripts, cron jobs and CI checks rely on."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    #: broker or network failure, partial apply, verification mismatch
+    FAILURE = 1
+    #: bad option, bad time, unknown group or topic: nothing was changed
+    USAGE = 2
+    #: a check (e.g. ``consumerProgress --max-lag``) was breached
+    CHECK_FAILED = 3
+    #: interrupted by Ctrl-C (shell convention 128 + SIGINT)
+    INTERRUPTED = 130

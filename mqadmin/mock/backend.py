@@ -1,0 +1,214 @@
+"""The embedded backend: the admin facade served by a mock cluster in this process."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote
+
+from mqadmin import errors
+from mqadmin.admin import BrokerInfo, default_home
+from mqadmin.message import iter_messages
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.model import RETRY_PREFIX, MockBroker
+from mqadmin.model import (
+    ClientConnection,
+    ConsumerConnection,
+    ConsumeStats,
+    Message,
+    MessageQueue,
+    OffsetWrapper,
+    PullResult,
+    SendResult,
+    TopicRoute,
+)
+
+DEMO_NAME = "demo"
+
+
+def mock_root(address: str) -> tuple[Path, str | None]:
+    """(store folder, mock name or None for an explicit path) for a ``mock`` address."""
+    if address in ("mock", "mock:", "mock://"):
+        address = f"mock://{DEMO_NAME}"
+    if not address.startswith("mock://"):
+        raise errors.UsageError(f"bad mock address {address!r}: use mock://NAME or mock:///abs/path")
+    rest = unquote(address[len("mock://") :])
+    if rest.startswith("/"):
+        return Path(rest), None
+    if not rest or "/" in rest or rest in (".", ".."):
+        raise errors.UsageError(f"bad mock name {rest!r}: use mock://NAME (letters, digits, - and _)")
+    return Path(default_home()) / "mock" / rest, rest
+
+
+def open_mock(address: str, *, read_only: bool = False) -> MockAdmin:
+    root, name = mock_root(address)
+    if not (root / "cluster.json").exists():
+        if root.exists() and root.is_dir() and any(root.iterdir()):
+            raise errors.UsageError(f"{root} is not a mock broker store (no cluster.json)")
+        if root.exists() and not root.is_dir():
+            raise errors.UsageError(f"{root} is not a directory")
+        _create(root, demo=name == DEMO_NAME)
+    return MockAdmin(MockCluster(root, writable=not read_only), address)
+
+
+def _create(root: Path, *, demo: bool) -> None:
+    """Build the store beside its final place and rename it in, so racing processes can't half-see it."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        shutil.rmtree(tmp)
+        cluster = MockCluster.create(tmp)
+        if demo:
+            from mqadmin.mock.seed import seed_demo
+
+            seed_demo(cluster)
+        cluster.close()
+        try:
+            os.rename(tmp, root)
+        except OSError:
+            if not (root / "cluster.json").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class MockAdmin:
+    """Admin facade over a MockCluster; answers and errors match the remoting backend's."""
+
+    def __init__(self, cluster: MockCluster, address: str):
+        self.cluster = cluster
+        self.address = address
+        self._rr = itertools.count()
+
+    def _broker(self, name: str) -> MockBroker:
+        broker = self.cluster.brokers.get(name)
+        if broker is None:
+            raise errors.ConnectError(f"no broker named {name!r} in {self.address}")
+        return broker
+
+    # routing
+    def topic_route(self, topic: str) -> TopicRoute:
+        route = self.cluster.topic_route(topic)
+        if route is None:
+            raise errors.TopicNotExist(f"No topic route info in name server for the topic: {topic}")
+        return route
+
+    def cluster_brokers(self) -> list[BrokerInfo]:
+        return [BrokerInfo(b.name, b.addr, b.cluster, b.version) for b in self.cluster.brokers.values()]
+
+    def list_topics(self) -> list[str]:
+        return self.cluster.list_topics()
+
+    def list_groups(self) -> list[str]:
+        return self.cluster.list_groups()
+
+    # queue offsets
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._broker(mq.broker_name).min_offset(mq.topic, mq.queue_id)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._broker(mq.broker_name).max_offset(mq.topic, mq.queue_id)
+
+    def search_offset(self, mq: MessageQueue, ts_ms: int) -> int:
+        return self._broker(mq.broker_name).search_offset(mq.topic, mq.queue_id, ts_ms)
+
+    def earliest_store_time(self, mq: MessageQueue) -> int:
+        return self._broker(mq.broker_name).earliest_store_time(mq.topic, mq.queue_id)
+
+    # consumer offsets
+    def consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
+        try:
+            return self._broker(mq.broker_name).query_consumer_offset(
+                group, mq.topic, mq.queue_id, set_zero_if_not_found=False
+            )
+        except errors.QueryNotFound:
+            return None
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self._broker(mq.broker_name).update_consumer_offset(group, mq.topic, mq.queue_id, offset)
+
+    # group state
+    def _stats_brokers(self, group: str, topic: str | None) -> list[MockBroker]:
+        names: list[str] = []
+        for t in [RETRY_PREFIX + group] + ([topic] if topic else []):
+            route = self.cluster.topic_route(t)
+            if route is not None:
+                names.extend(b.broker_name for b in route.brokers if b.broker_name not in names)
+        if not names:
+            raise errors.TopicNotExist(f"No topic route info in name server for the topic: {RETRY_PREFIX}{group}")
+        return [self._broker(n) for n in names]
+
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for broker in self._stats_brokers(group, topic):
+            stats = broker.consume_stats(group, topic)
+            table.update(stats.offsets)
+            tps += stats.consume_tps
+        return ConsumeStats(dict(sorted(table.items())), tps)
+
+    def consumer_connections(self, group: str) -> ConsumerConnection:
+        clients = [c for b in self.cluster.brokers.values() for c in b.online_clients(group)]
+        if not clients:
+            raise errors.ConsumerNotOnline(f"the consumer group[{group}] not online")
+        unique = {c.client_id: c for c in clients}
+        first = clients[0]
+        subs: dict[str, str] = {}
+        for c in clients:
+            subs.update(c.subscriptions)
+        return ConsumerConnection(
+            connections=tuple(
+                ClientConnection(c.client_id, c.addr, c.language, c.version) for c in unique.values()
+            ),
+            consume_type=first.consume_type,
+            message_model=first.message_model,
+            consume_from_where=first.consume_from_where,
+            subscriptions=subs,
+        )
+
+    # reset
+    def reset_offset_by_time(
+        self,
+        topic: str,
+        group: str,
+        ts_ms: int,
+        force: bool = True,
+        *,
+        broker_name: str | None = None,
+        queue_id: int = -1,
+        offset: int = -1,
+    ) -> dict[MessageQueue, int]:
+        route = self.topic_route(topic)
+        names = [broker_name] if broker_name else [b.broker_name for b in route.brokers]
+        out: dict[MessageQueue, int] = {}
+        for name in names:
+            table = self._broker(name).reset_offset(topic, group, ts_ms, force, queue_id, offset)
+            out.update({MessageQueue(topic, name, q): o for q, o in table.items()})
+        return out
+
+    # messages
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
+        outcome = self._broker(mq.broker_name).pull(None, mq.topic, mq.queue_id, offset, max_nums)
+        messages = [m for r in outcome.records for m in iter_messages(r)]
+        for m in messages:
+            m.broker_name = mq.broker_name
+        return PullResult(outcome.status, outcome.next_begin_offset, outcome.min_offset, outcome.max_offset, messages)
+
+    def send(self, topic: str, message: Message, queue: MessageQueue | None = None) -> SendResult:
+        if queue is None:
+            route = self.topic_route(topic)
+            writable = [MessageQueue(topic, q.broker_name, i) for q in route.queues for i in range(q.write_queue_nums)]
+            queue = writable[next(self._rr) % len(writable)]
+        message.topic = topic
+        message.queue_id = queue.queue_id
+        stored = self._broker(queue.broker_name).put_message(message)
+        return SendResult(stored.msg_id, queue, stored.queue_offset, stored.uniq_key)
+
+    def send_back(self, group: str, message: Message, delay_level: int = 0) -> None:
+        self._broker(message.broker_name).send_back(group, message.commitlog_offset, delay_level)
+
+    def close(self) -> None:
+        self.cluster.close()

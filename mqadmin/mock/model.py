@@ -1,0 +1,531 @@
+"""The mock broker: broker semantics over a RocketMQ-layout store.
+
+One model with two doors — called in process by the embedded backend, and served over TCP.
+Behaviour follows the broker version set in the store (protocol doc §5): the time search,
+"no offset" answers and the reset path differ between 4.x, 5.0–5.1 and 5.2+.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqadmin import errors
+from mqadmin.admin import version_tuple
+from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
+from mqadmin.mock.store import BrokerStore, ConsumeQueue
+from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper
+
+PERM_READ_WRITE = 6
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+TPS_WINDOW_S = 60
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ClientInfo:
+    """A consumer seen through heartbeats (only the TCP door has them)."""
+
+    client_id: str
+    group: str
+    addr: str
+    language: str
+    version: int
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: dict[str, str] = field(default_factory=dict)
+    #: called with (topic, {queue_id: offset}) when the broker pushes a reset (client-push mode)
+    on_reset: Callable[[str, dict[int, int]], None] | None = None
+
+
+@dataclass
+class PullOutcome:
+    status: str  # the store's status name, as the broker puts it in the remark
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes]
+
+
+class MockBroker:
+    """One broker: its topics, queues, groups and offsets, with a real broker's answers."""
+
+    def __init__(self, name: str, cluster: str, store: BrokerStore, version: str, addr: str = ""):
+        self.name = name
+        self.cluster = cluster
+        self.store = store
+        self.version = version
+        self.addr = addr or f"mock://{name}"
+        self._v = version_tuple(version)
+        self._lock = threading.RLock()
+        self.topics: dict[str, dict[str, Any]] = {}
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.offsets: dict[str, dict[int, int]] = {}
+        self.pending_resets: dict[str, dict[int, int]] = {}
+        self.clients: dict[str, dict[str, ClientInfo]] = defaultdict(dict)
+        self._pulled: dict[tuple[str, str], deque[tuple[float, int]]] = defaultdict(deque)
+        self._last_pull: dict[tuple[str, str, int], int] = {}
+        self._arrival = threading.Condition(self._lock)
+        self._dirty = False
+        self.load()
+
+    # ---- behaviour switches (protocol doc §5) ----
+    @property
+    def server_side_reset(self) -> bool:
+        return self._v >= (5, 2)
+
+    @property
+    def lower_boundary_search(self) -> bool:
+        return self._v >= (5, 1, 1)
+
+    # ---- persistence ----
+    def load(self) -> None:
+        topics = self.store.load_config("topics.json").get("topicConfigTable", {})
+        self.topics = {str(k): dict(v) for k, v in topics.items()}
+        groups = self.store.load_config("subscriptionGroup.json").get("subscriptionGroupTable", {})
+        self.groups = {str(k): dict(v) for k, v in groups.items()}
+        table = self.store.load_config("consumerOffset.json").get("offsetTable", {})
+        self.offsets = {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+
+    def flush(self) -> None:
+        """Persist config files, as the broker's periodic persist does."""
+        with self._lock:
+            if not self._dirty:
+                return
+            stamp = {"counter": 1, "stateVersion": 0, "timestamp": now_ms()}
+            self.store.save_config(
+                "topics.json", {"dataVersion": stamp, "topicConfigTable": dict(sorted(self.topics.items()))}
+            )
+            self.store.save_config(
+                "subscriptionGroup.json",
+                {"dataVersion": stamp, "subscriptionGroupTable": dict(sorted(self.groups.items()))},
+            )
+            self.store.save_config(
+                "consumerOffset.json",
+                {"offsetTable": {k: dict(sorted(v.items())) for k, v in sorted(self.offsets.items())}},
+            )
+            self._dirty = False
+
+    # ---- topics and groups ----
+    def create_topic(self, topic: str, read_queues: int = 4, write_queues: int | None = None, perm: int = 6) -> None:
+        with self._lock:
+            self.topics[topic] = {
+                "order": False,
+                "perm": perm,
+                "readQueueNums": read_queues,
+                "topicFilterType": "SINGLE_TAG",
+                "topicName": topic,
+                "topicSysFlag": 0,
+                "writeQueueNums": read_queues if write_queues is None else write_queues,
+            }
+            self._dirty = True
+
+    def ensure_group(self, group: str) -> None:
+        """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic."""
+        with self._lock:
+            if group not in self.groups:
+                self.groups[group] = {
+                    "brokerId": 0,
+                    "consumeBroadcastEnable": True,
+                    "consumeEnable": True,
+                    "consumeFromMinEnable": True,
+                    "groupName": group,
+                    "notifyConsumerIdsChangedEnable": True,
+                    "retryMaxTimes": 16,
+                    "retryQueueNums": 1,
+                    "whichBrokerWhenConsumeSlowly": 1,
+                }
+                self._dirty = True
+            retry = RETRY_PREFIX + group
+            if retry not in self.topics:
+                self.create_topic(retry, 1)
+
+    def topic_config(self, topic: str) -> dict[str, Any] | None:
+        return self.topics.get(topic)
+
+    def _require_topic(self, topic: str) -> dict[str, Any]:
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise errors.TopicNotExist(f"topic[{topic}] not exist, apply first please!", self.addr)
+        return cfg
+
+    # ---- queue offsets ----
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return self.store.queue(topic, queue_id)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return self._queue(topic, queue_id).min_offset
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self._queue(topic, queue_id).max_offset
+
+    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        cq = self._queue(topic, queue_id)
+        if not (cq.min_offset <= offset < cq.max_offset):
+            return None
+        return self.store.store_time(cq.entry(offset))
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        cq = self._queue(topic, queue_id)
+        t = self.store_time_at(topic, queue_id, cq.min_offset)
+        return -1 if t is None else t
+
+    def search_offset(self, topic: str, queue_id: int, ts: int, boundary: str = "LOWER") -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP as this broker version answers it (protocol doc §5.2)."""
+        cq = self._queue(topic, queue_id)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi <= 0 or hi <= lo:
+            return 0
+        if not self.lower_boundary_search:
+            return self._search_nearest(cq, ts)
+        times = _TimeView(self, cq)
+        if boundary.upper() == "UPPER":
+            return max(lo, bisect.bisect_right(times, ts, lo, hi) - 1)
+        return bisect.bisect_left(times, ts, lo, hi)
+
+    def _search_nearest(self, cq: ConsumeQueue, ts: int) -> int:
+        """4.x (and 5.0–5.1.0): a binary search in one file that settles on the nearer neighbour.
+
+        The file is the first whose newest message is not older than ``ts`` (the broker uses the
+        file's modification time), else the last one.
+        """
+        bounds = cq.file_bounds()
+        chosen = bounds[-1]
+        for first, end in bounds:
+            if end > first and self.store.store_time(cq.entry(end - 1)) >= ts:
+                chosen = (first, end)
+                break
+        low, high = chosen[0], chosen[1] - 1
+        left = right = -1
+        left_t = right_t = -1
+        while high >= low:
+            mid = (low + high) // 2
+            t = self.store.store_time(cq.entry(mid))
+            if t == ts:
+                return mid
+            if t > ts:
+                high, right, right_t = mid - 1, mid, t
+            else:
+                low, left, left_t = mid + 1, mid, t
+        if left_t == -1:
+            return right
+        if right_t == -1:
+            return left
+        return right if abs(ts - left_t) > abs(ts - right_t) else left
+
+    # ---- consumer offsets ----
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}@{group}"
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, -1 when there is none (ConsumerOffsetManager.queryOffset)."""
+        return self.offsets.get(self.key(topic, group), {}).get(queue_id, -1)
+
+    def query_consumer_offset(
+        self, group: str, topic: str, queue_id: int, set_zero_if_not_found: bool | None = None
+    ) -> int:
+        """QUERY_CONSUMER_OFFSET (protocol doc §5.1); raises QueryNotFound for "no offset"."""
+        pending = self.pending_resets.get(self.key(topic, group), {}).get(queue_id)
+        if pending is not None and self.server_side_reset:
+            return pending
+        offset = self.committed_offset(group, topic, queue_id)
+        if offset >= 0:
+            return offset
+        not_found = errors.QueryNotFound("Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", self.addr)
+        if set_zero_if_not_found is False and self._v >= (5, 0):
+            raise not_found
+        cq = self._queue(topic, queue_id)
+        has_first = cq.max_offset > 0
+        if cq.min_offset <= 0 and (has_first or self._v < (5, 1)):
+            return 0
+        raise not_found
+
+    def update_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> str:
+        """UPDATE_CONSUMER_OFFSET; returns the remark (non-empty when the update was ignored)."""
+        with self._lock:
+            if self._v >= (5, 3):
+                if group not in self.groups:
+                    raise errors.SubscriptionGroupNotExist(f"subscription group not exist, {group}", self.addr)
+                if topic not in self.topics:
+                    raise errors.TopicNotExist(f"topic not exist, {topic}", self.addr)
+            key = self.key(topic, group)
+            if self.server_side_reset and queue_id in self.pending_resets.get(key, {}):
+                return "Offset has been previously reset"
+            self.offsets.setdefault(key, {})[queue_id] = offset
+            self._dirty = True
+            return ""
+
+    def groups_with_offsets(self) -> list[str]:
+        return sorted({k.split("@", 1)[1] for k in self.offsets})
+
+    # ---- group state ----
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS (protocol doc §5.7)."""
+        with self._lock:
+            if topic is not None:
+                topics = [topic]
+            else:
+                topics = sorted({k.split("@", 1)[0] for k in self.offsets if k.split("@", 1)[1] == group})
+                subscribed = {t for c in self.clients.get(group, {}).values() for t in c.subscriptions}
+                if subscribed:
+                    topics = [t for t in topics if t in subscribed]
+            table: dict[MessageQueue, OffsetWrapper] = {}
+            for t in topics:
+                cfg = self.topics.get(t)
+                if cfg is None:
+                    continue
+                for qid in range(int(cfg["readQueueNums"])):
+                    broker_offset = max(self.max_offset(t, qid), 0)
+                    consumer = self.committed_offset(group, t, qid)
+                    consumer = max(consumer, 0)
+                    pulled = self._last_pull.get((group, t, qid), 0)
+                    last = self.store_time_at(t, qid, consumer - 1) if consumer > 0 else None
+                    table[MessageQueue(t, self.name, qid)] = OffsetWrapper(
+                        broker_offset=broker_offset,
+                        consumer_offset=consumer,
+                        last_timestamp=last or 0,
+                        pull_offset=max(consumer, pulled),
+                    )
+            return ConsumeStats(table, self.consume_tps(group, topics))
+
+    def consume_tps(self, group: str, topics: list[str]) -> float:
+        cutoff = time.time() - TPS_WINDOW_S
+        total = 0
+        for t in topics:
+            events = self._pulled.get((group, t))
+            if events:
+                while events and events[0][0] < cutoff:
+                    events.popleft()
+                total += sum(n for _, n in events)
+        return total / TPS_WINDOW_S
+
+    # ---- clients ----
+    def register_client(self, info: ClientInfo) -> None:
+        with self._lock:
+            self.ensure_group(info.group)
+            self.clients[info.group][info.client_id] = info
+
+    def unregister_client(self, group: str, client_id: str) -> None:
+        with self._lock:
+            self.clients.get(group, {}).pop(client_id, None)
+
+    def online_clients(self, group: str) -> list[ClientInfo]:
+        return list(self.clients.get(group, {}).values())
+
+    # ---- reset (protocol doc §5.4) ----
+    def reset_offset(
+        self, topic: str, group: str, timestamp: int, is_force: bool, queue_id: int = -1, offset: int = -1
+    ) -> dict[int, int]:
+        with self._lock:
+            if self.server_side_reset:
+                return self._reset_server_side(topic, group, timestamp, queue_id, offset)
+            return self._reset_client_push(topic, group, timestamp, is_force)
+
+    def _reset_server_side(self, topic: str, group: str, timestamp: int, queue_id: int, offset: int) -> dict[int, int]:
+        cfg = self._require_topic(topic)
+        if group not in self.groups:
+            raise errors.SubscriptionGroupNotExist(f"subscription group does not exist. {group}", self.addr)
+        if queue_id >= 0:
+            if offset != -1:
+                lo, hi = self.min_offset(topic, queue_id), self.max_offset(topic, queue_id)
+                if not lo <= offset <= hi + 1:
+                    raise errors.SystemError_(
+                        f"Target offset {offset} not in consume queue range [{lo}-{hi}]", self.addr
+                    )
+                target = {queue_id: offset}
+            else:
+                target = {queue_id: self._time_target(topic, queue_id, timestamp)}
+        else:
+            target = {q: self._time_target(topic, q, timestamp) for q in range(int(cfg["readQueueNums"]))}
+        key = self.key(topic, group)
+        for q, o in target.items():
+            self.offsets.setdefault(key, {})[q] = o
+            self.pending_resets.setdefault(key, {})[q] = o
+        self._dirty = True
+        return target
+
+    def _time_target(self, topic: str, queue_id: int, timestamp: int) -> int:
+        if timestamp < 0:
+            return self.max_offset(topic, queue_id)
+        return max(self.search_offset(topic, queue_id, timestamp), 0)
+
+    def _reset_client_push(self, topic: str, group: str, timestamp: int, is_force: bool) -> dict[int, int]:
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise errors.SystemError_(
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}", self.addr
+            )
+        table: dict[int, int] = {}
+        for q in range(int(cfg["writeQueueNums"])):
+            current = self.committed_offset(group, topic, q)
+            if current == -1:
+                raise errors.SystemError_(f"THe consumer group <{group}> not exist", self.addr)
+            target = self._time_target(topic, q, timestamp)
+            table[q] = target if is_force or target < current else current
+        clients = self.online_clients(group)
+        if not clients:
+            raise errors.ConsumerNotOnline(
+                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}",
+                self.addr,
+            )
+        for client in clients:
+            if client.on_reset is not None:
+                client.on_reset(topic, dict(table))
+        return table
+
+    def take_pending_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        with self._lock:
+            pending = self.pending_resets.get(self.key(topic, group))
+            return pending.pop(queue_id, None) if pending else None
+
+    # ---- messages ----
+    def put_message(self, msg: Message, *, store_host: str | None = None, store_timestamp: int | None = None) -> Message:
+        """SEND_MESSAGE: assign offsets and store time, add UNIQ_KEY if missing (as 5.x does)."""
+        with self._arrival:
+            cfg = self.topics.get(msg.topic)
+            if cfg is None:
+                self.create_topic(msg.topic, 4)
+                cfg = self.topics[msg.topic]
+            if not 0 <= msg.queue_id < int(cfg["writeQueueNums"]):
+                raise errors.SystemError_(f"request queueId[{msg.queue_id}] is illegal", self.addr)
+            msg.properties.setdefault("UNIQ_KEY", new_uniq_key())
+            msg.store_timestamp = store_timestamp if store_timestamp is not None else now_ms()
+            if not msg.born_timestamp:
+                msg.born_timestamp = msg.store_timestamp
+            msg.store_host = store_host or self.store_host
+            self.store.put(msg)
+            msg.msg_id = offset_msg_id(msg.store_host, msg.commitlog_offset)
+            msg.broker_name = self.name
+            self._dirty = True
+            self._arrival.notify_all()
+            return msg
+
+    @property
+    def store_host(self) -> str:
+        host = self.addr if ":" in self.addr and not self.addr.startswith("mock") else "127.0.0.1:10911"
+        return host
+
+    def pull(
+        self,
+        group: str | None,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int = 32,
+        tags: set[str] | None = None,
+        max_bytes: int = 4 << 20,
+    ) -> PullOutcome:
+        """getMessage + the broker's status mapping (protocol doc §5.3); records stay encoded."""
+        cq = self._queue(topic, queue_id)
+        lo, hi = cq.min_offset, cq.max_offset
+        if group is not None and self.server_side_reset:
+            reset = self.take_pending_reset(group, topic, queue_id)
+            if reset is not None:
+                return PullOutcome("OFFSET_RESET", reset, lo, hi, [])
+        if hi == 0:
+            status = "NO_MESSAGE_IN_QUEUE"
+            return PullOutcome(status, 0, lo, hi, [])
+        if offset < lo:
+            return PullOutcome("OFFSET_TOO_SMALL", lo, lo, hi, [])
+        if offset == hi:
+            return PullOutcome("OFFSET_OVERFLOW_ONE", offset, lo, hi, [])
+        if offset > hi:
+            return PullOutcome("OFFSET_OVERFLOW_BADLY", hi, lo, hi, [])
+        records: list[bytes] = []
+        size = 0
+        next_offset = offset
+        scan_limit = max(max_nums, 1) * 16 if tags else max_nums
+        while next_offset < hi and len(records) < max_nums and next_offset - offset < scan_limit:
+            entry = cq.entry(next_offset)
+            next_offset += 1
+            if tags is not None and not _tags_match(self, entry, tags):
+                continue
+            if records and size + entry.size > max_bytes:
+                next_offset -= 1
+                break
+            records.append(self.store.read_record(entry))
+            size += entry.size
+        if group is not None:
+            self._last_pull[(group, topic, queue_id)] = next_offset
+            if records:
+                self._pulled[(group, topic)].append((time.time(), len(records)))
+        return PullOutcome("FOUND" if records else "NO_MATCHED_MESSAGE", next_offset, lo, hi, records)
+
+    def wait_for_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """Long polling: block until the queue grows past ``offset`` or the time is up."""
+        deadline = time.monotonic() + timeout_s
+        with self._arrival:
+            while self.max_offset(topic, queue_id) <= offset:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._arrival.wait(left)
+            return True
+
+    def message_at(self, commitlog_offset: int) -> Message:
+        """VIEW_MESSAGE_BY_ID: the record at a commit-log offset."""
+        try:
+            head = self.store.commitlog.read(commitlog_offset, 4)
+            size = int.from_bytes(head, "big", signed=True)
+            msg, _ = decode_message(self.store.commitlog.read(commitlog_offset, size), decompress=False)
+        except (errors.StoreError, ValueError):
+            raise errors.SystemError_(f"can not find message by the offset, {commitlog_offset}", self.addr) from None
+        msg.broker_name = self.name
+        return msg
+
+    def send_back(self, group: str, commitlog_offset: int, delay_level: int, max_reconsume_times: int = 16) -> Message:
+        """CONSUMER_SEND_MSG_BACK: copy to %RETRY%group (or %DLQ%group once retries run out)."""
+        if group not in self.groups:
+            raise errors.SubscriptionGroupNotExist(f"subscription group not exist, {group}", self.addr)
+        original = self.message_at(commitlog_offset)
+        reconsume = original.reconsume_times + 1
+        dlq = delay_level < 0 or original.reconsume_times >= max_reconsume_times
+        target = (DLQ_PREFIX if dlq else RETRY_PREFIX) + group
+        if target not in self.topics:
+            self.create_topic(target, 1)
+        props = dict(original.properties)
+        props.setdefault("RETRY_TOPIC", original.topic)
+        props.setdefault("ORIGIN_MESSAGE_ID", original.msg_id)
+        props["RECONSUME_TIME"] = str(reconsume)
+        props["DELAY"] = str(3 + original.reconsume_times if delay_level == 0 else max(delay_level, 0))
+        copy = Message(
+            topic=target,
+            body=original.body,
+            properties=props,
+            flag=original.flag,
+            queue_id=0,
+            sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            born_host=original.born_host,
+            reconsume_times=reconsume,
+        )
+        return self.put_message(copy)
+
+
+class _TimeView:
+    """Store times of a queue as a lazy sequence, so bisect reads only the probes it needs."""
+
+    def __init__(self, broker: MockBroker, cq: ConsumeQueue):
+        self._broker = broker
+        self._cq = cq
+
+    def __len__(self) -> int:
+        return self._cq.max_offset
+
+    def __getitem__(self, offset: int) -> int:
+        return self._broker.store.store_time(self._cq.entry(offset))
+
+
+def _tags_match(broker: MockBroker, entry: Any, tags: set[str]) -> bool:
+    return any(java_string_hash(t) == entry.tags_code for t in tags)

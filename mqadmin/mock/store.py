@@ -1,0 +1,324 @@
+"""One broker's store in RocketMQ's own on-disk layout.
+
+``commitlog/<20-digit start offset>`` files of encoded message records (never spanning a
+file; a BLANK record fills a file's tail), ``consumequeue/<topic>/<queueId>/<20-digit start
+byte>`` files of 20-byte entries (commit-log offset, size, tags hash), and ``config/*.json``
+(topics, subscription groups, consumer offsets with ``topic@group`` keys). The same reader
+opens a stopped real broker's store (files preallocated with zeros are handled).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mqadmin import fastjson
+from mqadmin.errors import StoreError
+from mqadmin.message import MAGIC_BLANK, encode_message, read_store_timestamp, tags_code
+from mqadmin.model import Message
+from mqadmin.safety import atomic_write
+
+CQ_UNIT = 20
+_CQ_ENTRY = struct.Struct(">qiq")
+_BLANK_HEAD = struct.Struct(">ii")
+DEFAULT_COMMITLOG_FILE_SIZE = 1 << 30  # RocketMQ's default mappedFileSizeCommitLog
+DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT  # RocketMQ's default mappedFileSizeConsumeQueue
+_HEAD_PEEK = 80  # enough of a record to read its store timestamp (IPv6 born host included)
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def _numbered_files(folder: Path) -> list[tuple[int, Path]]:
+    if not folder.is_dir():
+        return []
+    out = []
+    for p in folder.iterdir():
+        if p.is_file() and len(p.name) == 20 and p.name.isdigit():
+            out.append((int(p.name), p))
+    return sorted(out)
+
+
+def _used_length(data: bytes) -> int:
+    """Bytes holding entries in a consume-queue file that may be preallocated with zeros."""
+    used = len(data.rstrip(b"\0"))
+    return -(-used // CQ_UNIT) * CQ_UNIT
+
+
+class CommitLog:
+    def __init__(self, folder: Path, file_size: int):
+        self.folder = folder
+        self.file_size = file_size
+        self._files = _numbered_files(folder)
+        self._fds: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._write_pos: int | None = None
+
+    @property
+    def min_offset(self) -> int:
+        return self._files[0][0] if self._files else 0
+
+    def _refresh(self) -> None:
+        self._files = _numbered_files(self.folder)
+
+    def _fd(self, start: int, path: Path) -> int:
+        fd = self._fds.get(start)
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
+            self._fds[start] = fd
+        return fd
+
+    def read(self, offset: int, size: int) -> bytes:
+        starts = [s for s, _ in self._files]
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset - starts[i] + size > self._file_len(i):
+            self._refresh()
+            starts = [s for s, _ in self._files]
+            i = bisect.bisect_right(starts, offset) - 1
+            if i < 0:
+                raise StoreError(f"commit log offset {offset} is below the store's first file")
+        start, path = self._files[i]
+        data = os.pread(self._fd(start, path), size, offset - start)
+        if len(data) < size:
+            raise StoreError(f"commit log offset {offset}+{size} is beyond the end of {path.name}")
+        return data
+
+    def _file_len(self, i: int) -> int:
+        try:
+            return self._files[i][1].stat().st_size
+        except OSError:
+            return 0
+
+    def store_timestamp(self, offset: int, size: int) -> int:
+        return read_store_timestamp(self.read(offset, min(size, _HEAD_PEEK)))
+
+    def write_position(self) -> int:
+        if self._write_pos is None:
+            if not self._files:
+                self._write_pos = 0
+            else:
+                start, path = self._files[-1]
+                self._write_pos = start + path.stat().st_size
+        return self._write_pos
+
+    def append(self, record_for: Any) -> tuple[int, bytes]:
+        """Append the record ``record_for(offset)`` builds; rolls to a new file when it won't fit."""
+        with self._lock:
+            pos = self.write_position()
+            record = record_for(pos)
+            file_start = pos - pos % self.file_size if self.file_size else 0
+            room = file_start + self.file_size - pos
+            if len(record) + _BLANK_HEAD.size > room:
+                if pos > file_start:
+                    self._write_at(pos, _BLANK_HEAD.pack(room, MAGIC_BLANK) + b"\0" * (room - _BLANK_HEAD.size))
+                pos = file_start + self.file_size
+                record = record_for(pos)
+            self._write_at(pos, record)
+            self._write_pos = pos + len(record)
+            return pos, record
+
+    def _write_at(self, pos: int, data: bytes) -> None:
+        start = pos - pos % self.file_size
+        path = self.folder / file_name(start)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as f:
+            if f.tell() != pos - start:
+                raise StoreError(f"commit log {path} is {f.tell()} bytes, expected {pos - start}")
+            f.write(data)
+        if not self._files or self._files[-1][0] != start:
+            self._files.append((start, path))
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+@dataclass(frozen=True)
+class CqEntry:
+    commitlog_offset: int
+    size: int
+    tags_code: int
+
+
+class ConsumeQueue:
+    """Entries of one queue; the cached bytes are refreshed when the files grow."""
+
+    def __init__(self, folder: Path, file_size: int):
+        self.folder = folder
+        self.file_size = file_size
+        self._files: list[tuple[int, Path]] = []
+        self._data: dict[int, bytes] = {}
+        self._count = 0
+        self._first = 0
+        self._stamp: tuple[int, int] | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        files = _numbered_files(self.folder)
+        stamp = (len(files), files[-1][1].stat().st_size if files else 0)
+        if stamp == self._stamp and files and files[-1][0] in self._data:
+            return
+        self._files = files
+        self._data = {}
+        if files:
+            self._first = files[0][0] // CQ_UNIT
+            last_start, last_path = files[-1]
+            last = last_path.read_bytes()
+            self._data[last_start] = last[: _used_length(last)]
+            self._count = (last_start + len(self._data[last_start])) // CQ_UNIT - self._first
+        else:
+            self._first, self._count = 0, 0
+        self._stamp = stamp
+
+    @property
+    def min_offset(self) -> int:
+        return self._first
+
+    @property
+    def max_offset(self) -> int:
+        """Next offset to be written (RocketMQ's max offset)."""
+        return self._first + self._count
+
+    def entry(self, offset: int) -> CqEntry:
+        pos = offset * CQ_UNIT
+        starts = [s for s, _ in self._files]
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0 or not (self.min_offset <= offset < self.max_offset):
+            raise IndexError(offset)
+        start, path = self._files[i]
+        data = self._data.get(start)
+        if data is None:
+            raw = path.read_bytes()
+            data = self._data[start] = raw[: _used_length(raw)]
+        return CqEntry(*_CQ_ENTRY.unpack_from(data, pos - start))
+
+    def file_bounds(self) -> list[tuple[int, int]]:
+        """[first, end) logical offsets of each file, for per-file searches as the broker does."""
+        out = []
+        for i, (start, _) in enumerate(self._files):
+            end = self._files[i + 1][0] if i + 1 < len(self._files) else self.max_offset * CQ_UNIT
+            out.append((max(start // CQ_UNIT, self.min_offset), end // CQ_UNIT))
+        return out
+
+    def append(self, entry: CqEntry) -> int:
+        offset = self.max_offset
+        pos = offset * CQ_UNIT
+        start = pos - pos % self.file_size
+        path = self.folder / file_name(start)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        packed = _CQ_ENTRY.pack(entry.commitlog_offset, entry.size, entry.tags_code)
+        with open(path, "ab") as f:
+            if f.tell() != pos - start:
+                raise StoreError(f"consume queue {path} is {f.tell()} bytes, expected {pos - start}")
+            f.write(packed)
+        if not self._files or self._files[-1][0] != start:
+            self._files.append((start, path))
+            self._data[start] = b""
+            if len(self._files) == 1:
+                self._first = start // CQ_UNIT
+        self._data[start] = self._data.get(start, b"") + packed
+        self._count += 1
+        self._stamp = (len(self._files), len(self._data[start]))
+        return offset
+
+
+class BrokerStore:
+    """Files of one broker. Writers are serialised by the caller (the cluster's lock)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        writable: bool = False,
+        commitlog_file_size: int = DEFAULT_COMMITLOG_FILE_SIZE,
+        cq_file_size: int = DEFAULT_CQ_FILE_SIZE,
+    ):
+        self.root = root
+        self.writable = writable
+        self.commitlog = CommitLog(root / "commitlog", commitlog_file_size)
+        self.cq_file_size = cq_file_size
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.RLock()
+
+    # ---- consume queues and messages ----
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            cq = self._queues[key] = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), self.cq_file_size)
+        elif not self.writable:
+            cq.reload()
+        return cq
+
+    def queue_ids_on_disk(self, topic: str) -> list[int]:
+        folder = self.root / "consumequeue" / topic
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+    def topics_on_disk(self) -> list[str]:
+        folder = self.root / "consumequeue"
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+    def put(self, msg: Message) -> Message:
+        """Store ``msg`` (queue and times already set); fills in its offsets and returns it."""
+        self._check_writable()
+        with self._lock:
+            cq = self.queue(msg.topic, msg.queue_id)
+            msg.queue_offset = cq.max_offset
+
+            def record_for(pos: int) -> bytes:
+                msg.commitlog_offset = pos
+                return encode_message(msg)
+
+            pos, record = self.commitlog.append(record_for)
+            cq.append(CqEntry(pos, len(record), tags_code(msg.properties)))
+            return msg
+
+    def read_record(self, entry: CqEntry) -> bytes:
+        return self.commitlog.read(entry.commitlog_offset, entry.size)
+
+    def store_time(self, entry: CqEntry) -> int:
+        return self.commitlog.store_timestamp(entry.commitlog_offset, entry.size)
+
+    # ---- config files ----
+    def config_path(self, name: str) -> Path:
+        return self.root / "config" / name
+
+    def load_config(self, name: str) -> dict[str, Any]:
+        """Parse a config JSON, falling back to ``.bak`` when the file is missing, empty or broken."""
+        path = self.config_path(name)
+        for candidate in (path, path.with_name(path.name + ".bak")):
+            try:
+                text = candidate.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreError(f"cannot read {candidate}: {exc.strerror}") from None
+            if not text.strip():
+                continue
+            try:
+                doc = fastjson.loads(text)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                return doc
+        return {}
+
+    def save_config(self, name: str, doc: dict[str, Any]) -> None:
+        self._check_writable()
+        atomic_write(self.config_path(name), fastjson.dumps_pretty(doc), keep_bak=True)
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise StoreError(f"store {self.root} is open read-only")
+
+    def close(self) -> None:
+        self.commitlog.close()

@@ -1,0 +1,152 @@
+"""Value types shared by the facade, the backends and the commands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker; ordered like the Java tool sorts rows."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}:{self.queue_id}"
+
+
+@dataclass(frozen=True)
+class BrokerData:
+    """A broker set of a route: its name, cluster and addresses by broker id (0 = master)."""
+
+    broker_name: str
+    cluster: str
+    addrs: dict[int, str]
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.addrs.get(0)
+
+    def select_addr(self) -> str:
+        """The master, else any slave (as the Java admin's selectBrokerAddr)."""
+        if 0 in self.addrs:
+            return self.addrs[0]
+        return self.addrs[min(self.addrs)]
+
+
+@dataclass(frozen=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = 6
+    topic_sys_flag: int = 0
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    topic: str
+    brokers: tuple[BrokerData, ...]
+    queues: tuple[QueueData, ...]
+
+    def message_queues(self, readable: bool = True) -> list[MessageQueue]:
+        """Every queue of the topic (read queues by default), sorted."""
+        out = []
+        for q in self.queues:
+            n = q.read_queue_nums if readable else q.write_queue_nums
+            out.extend(MessageQueue(self.topic, q.broker_name, i) for i in range(n))
+        return sorted(out)
+
+    def broker(self, name: str) -> BrokerData | None:
+        return next((b for b in self.brokers if b.broker_name == name), None)
+
+
+@dataclass
+class Message:
+    """A message as stored by a broker (decoded commit-log record) or to be sent."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    queue_id: int = 0
+    queue_offset: int = 0
+    commitlog_offset: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = "127.0.0.1:0"
+    store_timestamp: int = 0
+    store_host: str = "127.0.0.1:0"
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    body_crc: int = 0
+    msg_id: str = ""
+    broker_name: str = ""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get("TAGS")
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get("KEYS")
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get("UNIQ_KEY")
+
+
+@dataclass(frozen=True)
+class OffsetWrapper:
+    """One queue's row of GET_CONSUME_STATS."""
+
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+    pull_offset: int = 0
+
+
+@dataclass(frozen=True)
+class ConsumeStats:
+    offsets: dict[MessageQueue, OffsetWrapper]
+    consume_tps: float
+
+
+@dataclass(frozen=True)
+class ClientConnection:
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(frozen=True)
+class ConsumerConnection:
+    """Who is online for a group, and how they consume (GET_CONSUMER_CONNECTION_LIST)."""
+
+    connections: tuple[ClientConnection, ...]
+    consume_type: str  # CONSUME_ACTIVELY (pull) / CONSUME_PASSIVELY (push)
+    message_model: str  # CLUSTERING / BROADCASTING
+    consume_from_where: str
+    subscriptions: dict[str, str]  # topic -> sub expression
+
+
+@dataclass(frozen=True)
+class SendResult:
+    msg_id: str  # offset msg id
+    queue: MessageQueue
+    queue_offset: int
+    uniq_key: str | None
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """Status is the broker's store status name (FOUND, NO_NEW_MSG, OFFSET_MOVED...)."""
+
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[Message]

@@ -1,0 +1,147 @@
+"""The strategy registry: every subcommand is a SubCommand class registered by name.
+
+Built-in commands are the modules of ``mqadmin.commands``; third-party packages add theirs
+through the ``mqadmin.commands`` entry-point group. Command modules must stay light at
+import time (heavy libraries are imported inside ``execute``), because ``--help`` and
+completion import them to read names, summaries and options.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from mqadmin.errors import UsageError
+
+if TYPE_CHECKING:
+    from mqadmin.context import Context
+    from mqadmin.output import Result
+
+ENTRY_POINT_GROUP = "mqadmin.commands"
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option of a command, declared once: the CLI, completions and tests read it."""
+
+    dest: str
+    flags: tuple[str, ...]
+    help: str
+    kind: type = str  # str, int, float, or bool for a flag
+    default: Any = None
+    required: bool = False
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def short(self) -> str | None:
+        return next((f for f in self.flags if re.fullmatch(r"-[A-Za-z]", f)), None)
+
+
+class SubCommand:
+    """Base of every subcommand: a name, an alias, a summary (first docstring line), options,
+    and ``execute``, which talks to brokers only through the admin facade and returns a result.
+    """
+
+    name: ClassVar[str]
+    alias: ClassVar[str | None] = None
+    options: ClassVar[tuple[Opt, ...]] = ()
+    #: False for commands that never reach a broker (no -n option is added)
+    uses_broker: ClassVar[bool] = True
+
+    @classmethod
+    def summary(cls) -> str:
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0].strip() if doc else ""
+
+    @classmethod
+    def description(cls) -> str:
+        return (cls.__doc__ or "").strip()
+
+    @classmethod
+    def kebab(cls) -> str:
+        return cls.alias or kebab_case(cls.name)
+
+    def execute(self, ctx: Context, **params: Any) -> Result:
+        raise NotImplementedError
+
+
+def kebab_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", name).lower()
+
+
+_REGISTRY: dict[str, type[SubCommand]] = {}
+_loaded = False
+
+C = TypeVar("C", bound=type[SubCommand])
+
+
+def register(cls: C) -> C:
+    """Class decorator: make a SubCommand known under its name and kebab alias."""
+    for key in (cls.name, cls.kebab()):
+        other = _REGISTRY.get(key.lower())
+        if other is not None and other is not cls:
+            raise RuntimeError(f"command name {key!r} of {cls.__qualname__} is taken by {other.__qualname__}")
+    _REGISTRY[cls.name.lower()] = cls
+    _REGISTRY[cls.kebab().lower()] = cls
+    return cls
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import mqadmin.commands as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        if isinstance(obj, type) and issubclass(obj, SubCommand) and obj.name.lower() not in _REGISTRY:
+            register(obj)
+
+
+def commands() -> list[type[SubCommand]]:
+    """Every registered command once, in name order."""
+    _load()
+    unique = {id(c): c for c in _REGISTRY.values()}
+    return sorted(unique.values(), key=lambda c: c.name.lower())
+
+
+def lookup(name: str) -> type[SubCommand]:
+    """By mqadmin name or kebab alias, ignoring case as the Java tool does."""
+    _load()
+    cls = _REGISTRY.get(name.lower())
+    if cls is not None:
+        return cls
+    names = [c.name for c in commands()] + [c.kebab() for c in commands()]
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    if not close:
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.5)]
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UsageError(f"unknown command {name!r}{hint}; 'mqadmin --help' lists the commands")
+
+
+def temporarily_registered(cls: type[SubCommand]) -> Callable[[], None]:
+    """Register for a test and return the undo."""
+    register(cls)
+
+    def undo() -> None:
+        for key in (cls.name.lower(), cls.kebab().lower()):
+            _REGISTRY.pop(key, None)
+
+    return undo

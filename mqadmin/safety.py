@@ -1,0 +1,134 @@
+"""Nothing a user had is lost: atomic file writes, and offset backups that restore."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mqadmin.errors import StoreError, UsageError
+
+BACKUP_FORMAT = "mqadmin-offset-backup/1"
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, keep_bak: bool = False) -> None:
+    """Write via a temp file + fsync + rename, so readers see the old or the new file, never half.
+
+    With ``keep_bak`` the previous content is kept as ``<name>.bak`` first, as RocketMQ's
+    config writer does (its readers fall back to the .bak when the main file is broken).
+    """
+    target = Path(path)
+    raw = data.encode() if isinstance(data, str) else data
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_bak and target.exists():
+            bak = target.with_name(target.name + ".bak")
+            atomic_copy(target, bak)
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_copy(src: Path, dst: Path) -> None:
+    atomic_write(dst, src.read_bytes())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class OffsetBackup:
+    """The offsets of one group on one topic at one moment: what restoreOffset puts back."""
+
+    group: str
+    topic: str
+    address: str
+    taken_at: int
+    reason: str
+    offsets: list[dict[str, Any]]  # {"broker", "queue_id", "offset"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": BACKUP_FORMAT,
+            "group": self.group,
+            "topic": self.topic,
+            "address": self.address,
+            "taken_at": self.taken_at,
+            "reason": self.reason,
+            "offsets": self.offsets,
+        }
+
+    def write(self, path: Path) -> Path:
+        if path.exists():
+            raise UsageError(f"backup file {path} exists; refusing to overwrite it")
+        atomic_write(path, json.dumps(self.to_json(), indent=2) + "\n")
+        return path
+
+    @staticmethod
+    def read(path: str | os.PathLike[str]) -> OffsetBackup:
+        p = Path(path)
+        try:
+            doc = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise UsageError(f"backup file {p} does not exist") from None
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"backup file {p} is not readable JSON: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != BACKUP_FORMAT:
+            raise UsageError(f"{p} is not an mqadmin offset backup (no format {BACKUP_FORMAT!r})")
+        try:
+            offsets = [
+                {"broker": str(o["broker"]), "queue_id": int(o["queue_id"]), "offset": int(o["offset"])}
+                for o in doc["offsets"]
+            ]
+            return OffsetBackup(
+                group=str(doc["group"]),
+                topic=str(doc["topic"]),
+                address=str(doc.get("address", "")),
+                taken_at=int(doc["taken_at"]),
+                reason=str(doc.get("reason", "")),
+                offsets=offsets,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"backup file {p} is corrupt: missing or bad field {exc}") from None
+
+
+def backup_dir(home: str) -> Path:
+    return Path(home) / "backups"
+
+
+def default_backup_path(home: str, group: str, topic: str, now_ms: int) -> Path:
+    import time
+
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now_ms / 1000)) + f"{now_ms % 1000:03d}Z"
+    safe = "".join(c if c.isalnum() or c in "-_.%" else "_" for c in f"{group}@{topic}")
+    return backup_dir(home) / f"{safe}-{stamp}.json"
+
+
+def ensure_writable_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create {path}: {exc.strerror}") from None

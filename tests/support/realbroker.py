@@ -1,0 +1,806 @@
+"""Run a real Apache RocketMQ namesrv + broker(s) and the Java mqadmin tool on loopback.
+
+The jars come from Maven Central through the ordinary ``mvn`` client and are cached per
+version, so only the first run needs the network.  Everything here is stdlib-only so it can
+be imported from pytest fixtures, from benchmarks, or run as a script::
+
+    python tests/support/realbroker.py fetch 5.3.3
+    python tests/support/realbroker.py start 5.3.3 [--brokers 2] [--workdir DIR]
+
+Environment overrides:
+
+* ``MQADMIN_RMQ_CACHE``: root of the jar cache (default ``<repo>/.venv/rocketmq``); each
+  version lives in ``<root>/<version>/lib``.
+* ``MQADMIN_RMQ_JAVA``: the ``java`` binary (default: ``java`` on PATH, which should be 17).
+* ``MQADMIN_RMQ_MVN``: the ``mvn`` binary (default: ``mvn`` on PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import fcntl
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+# 5.3.4 is only partly on Maven Central (no client, remoting, tools, srvutil jars), so the
+# newest usable 5.x is 5.3.3.
+VERSIONS: tuple[str, ...] = ("4.9.8", "5.3.3")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+DEFAULT_CLUSTER = "TestCluster"
+
+NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+
+# Variables that would silently redirect or reconfigure a child JVM.
+_SCRUBBED_ENV = ("NAMESRV_ADDR", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH")
+
+# 4.9.8 frees mapped files by reflection into JDK internals; without these it cannot
+# unmap on shutdown (abort file stays, offsets are not persisted).  Harmless on 5.x.
+_JDK9_MODULE_FLAGS = (
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+)
+
+
+# --------------------------------------------------------------------------------------
+# Jar resolution
+# --------------------------------------------------------------------------------------
+
+
+def is_v4(version: str) -> bool:
+    """4.x and 5.x differ in logging, config keys and a few outputs."""
+    return version.startswith("4.")
+
+
+def cache_root() -> Path:
+    """Where per-version lib dirs live; under .venv so it is never committed."""
+    env = os.environ.get("MQADMIN_RMQ_CACHE")
+    return Path(env).expanduser().resolve() if env else REPO_ROOT / ".venv" / "rocketmq"
+
+
+_ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools", "rocketmq-client")
+
+# Apache published no rocketmq-namesrv/-broker/-filter 4.9.8 to Maven Central (common,
+# remoting, store, client, tools, acl ... 4.9.8 are there).  Those three come from 4.9.7,
+# whose binary API against the 4.9.8 modules differs only in the removed (unused here)
+# broker-cluster ACL query; every other jar, and the reported MQVersion, stay 4.9.8.
+BORROWED_MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "4.9.8": ("4.9.7", ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-filter")),
+}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def _pom_text(version: str) -> str:
+    """A throwaway pom whose runtime closure equals the binary distribution's lib/.
+
+    Up to 5.3.3 the module poms inherit versions from ``rocketmq-all``, imported here as a
+    BOM.  From 5.3.4 on the published poms are flattened (explicit versions, no parent) and
+    ``rocketmq-all`` is no longer on Central, so importing it would fail.
+    """
+    bom = ""
+    if _version_tuple(version) < (5, 3, 4):
+        bom = f"""<dependencyManagement><dependencies><dependency>
+<groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-all</artifactId><version>{version}</version>
+<type>pom</type><scope>import</scope>
+</dependency></dependencies></dependencyManagement>
+"""
+    pinned = {artifact: version for artifact in _ARTIFACTS}
+    if version in BORROWED_MODULES:
+        donor, modules = BORROWED_MODULES[version]
+        pinned |= dict.fromkeys(modules, donor)  # a direct version beats the BOM's
+    deps = "".join(
+        f"<dependency><groupId>org.apache.rocketmq</groupId><artifactId>{artifact}</artifactId>"
+        f"<version>{pinned_version}</version></dependency>\n"
+        for artifact, pinned_version in pinned.items()
+    )
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+<modelVersion>4.0.0</modelVersion>
+<groupId>local.mqadmin.test</groupId><artifactId>rmq-runtime-{version}</artifactId><version>1</version>
+<packaging>pom</packaging>
+{bom}<dependencies>
+{deps}</dependencies>
+</project>
+"""
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Serialise concurrent resolvers (e.g. pytest-xdist workers) of one version."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_dist(version: str) -> Path:
+    """Return a lib dir holding namesrv, broker, tools and client jars for ``version``.
+
+    Resolved once with ``mvn`` and cached behind a marker file; a failure raises with
+    Maven's last lines, because a real-broker test must never be skipped quietly.
+    """
+    base = cache_root() / version
+    lib = base / "lib"
+    marker = base / ".complete"
+    if marker.is_file() and lib.is_dir():
+        return lib
+    with _file_lock(base / ".lock"):
+        if marker.is_file() and lib.is_dir():
+            return lib
+        mvn = os.environ.get("MQADMIN_RMQ_MVN") or shutil.which("mvn")
+        if not mvn:
+            raise RuntimeError("mvn not found on PATH; needed to fetch RocketMQ jars")
+        pom = base / "pom.xml"
+        pom.write_text(_pom_text(version))
+        staging = base / "lib.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        cmd = [
+            mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(pom),
+            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            f"-DoutputDirectory={staging}",
+            "-DincludeScope=runtime",
+            "-Dmdep.prependGroupId=true",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+                              env=_child_env(), cwd=base)
+        jars = sorted(staging.glob("*.jar")) if staging.is_dir() else []
+        if proc.returncode != 0 or not jars:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+            raise RuntimeError(
+                f"Maven could not resolve RocketMQ {version} (exit {proc.returncode}):\n{tail}")
+        shutil.rmtree(lib, ignore_errors=True)
+        staging.rename(lib)
+        marker.write_text("".join(f"{jar.name}\n" for jar in jars))
+    return lib
+
+
+# --------------------------------------------------------------------------------------
+# JVM plumbing
+# --------------------------------------------------------------------------------------
+
+
+def _child_env() -> dict[str, str]:
+    """Environment without anything that changes where or how RocketMQ JVMs talk."""
+    return {k: v for k, v in os.environ.items()
+            if k not in _SCRUBBED_ENV and not k.startswith("ROCKETMQ_")}
+
+
+def java_binary() -> str:
+    java = os.environ.get("MQADMIN_RMQ_JAVA") or shutil.which("java")
+    if not java:
+        raise RuntimeError("java not found on PATH (JDK 17 expected)")
+    return java
+
+
+_java_major_cache: dict[str, int] = {}
+
+
+def java_major(java: str) -> int:
+    """Feature version of ``java``; module flags only exist from 9 on."""
+    if java not in _java_major_cache:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True,
+                             env=_child_env()).stderr
+        m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+        if not m:
+            raise RuntimeError(f"cannot parse `java -version`: {out!r}")
+        major = int(m.group(1))
+        _java_major_cache[java] = int(m.group(2)) if major == 1 and m.group(2) else major
+    return _java_major_cache[java]
+
+
+def _logback_xml(root_level: str) -> str:
+    """One config for both versions; 5.x's shaded loader needs double-quoted class names."""
+    return f"""<configuration>
+  <appender name="F" class="ch.qos.logback.core.FileAppender">
+    <file>${{rmq.test.log}}</file>
+    <encoder class="ch.qos.logback.classic.encoder.PatternLayoutEncoder">
+      <pattern>%d{{HH:mm:ss.SSS}} %-5p [%t] %c - %m%n</pattern>
+    </encoder>
+  </appender>
+  <appender name="O" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder class="ch.qos.logback.classic.encoder.PatternLayoutEncoder"><pattern>%m%n</pattern></encoder>
+  </appender>
+  <logger name="RocketmqConsole" level="INFO" additivity="false"><appender-ref ref="O"/></logger>
+  <logger name="RocketmqNamesrvConsole" level="INFO" additivity="false"><appender-ref ref="O"/></logger>
+  <root level="{root_level}"><appender-ref ref="F"/></root>
+</configuration>
+"""
+
+
+def _prepare_home(workdir: Path) -> Path:
+    """A fake ROCKETMQ_HOME: 4.9.8 loads logback configs from <home>/conf by path.
+
+    No tools.yml on purpose: its presence would make mqadmin sign every request.
+    """
+    home = workdir / "rmq-home"
+    conf = home / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    for role, level in (("namesrv", "INFO"), ("broker", "INFO"), ("tools", "WARN")):
+        path = conf / f"logback_{role}.xml"
+        if not path.exists():
+            path.write_text(_logback_xml(level))
+    (workdir / "logs").mkdir(exist_ok=True)
+    return home
+
+
+def _jvm_command(version: str, role: str, workdir: Path, heap: tuple[str, ...],
+                 main: str, args: list[str], *, log_name: str) -> list[str]:
+    """Full java command line for one RocketMQ process with everything under workdir."""
+    java = java_binary()
+    lib = ensure_dist(version)
+    home = _prepare_home(workdir)
+    cmd = [java, *heap, "-XX:+UseSerialGC", "-XX:ActiveProcessorCount=2",
+           "-XX:-OmitStackTraceInFastThrow"]
+    if role != "tools" and java_major(java) >= 9:
+        cmd += _JDK9_MODULE_FLAGS
+    if role == "tools":
+        cmd += ["-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+    cmd += [
+        f"-Duser.home={workdir}",
+        f"-Drocketmq.home.dir={home}",
+        f"-Drmq.test.log={workdir / 'logs' / log_name}",
+        f"-Drocketmq.client.logRoot={workdir / 'logs'}",
+        "-Dtls.server.mode=disabled",
+        # 4.9.8 refuses writes when the disk is >90 % used; relax it for busy dev machines.
+        "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.99",
+        "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
+    ]
+    if not is_v4(version):
+        # Without this every 5.x process on the merged classpath picks the broker's config.
+        cmd.append(f"-Drmq.logback.configurationFile={home / 'conf' / f'logback_{role}.xml'}")
+    cmd += ["-cp", f"{lib}/*", main, *args]
+    return cmd
+
+
+# --------------------------------------------------------------------------------------
+# Java mqadmin
+# --------------------------------------------------------------------------------------
+
+
+class MQAdminError(RuntimeError):
+    """Java mqadmin reported a failure (it exits 0 on most of them)."""
+
+
+def java_mqadmin(version: str, namesrv_addr: str | None, *args: str, workdir: str | Path,
+                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run one Java mqadmin subcommand; ``-n namesrv_addr`` is appended when given.
+
+    Its exit code says little (RPC failures exit 0), so see :func:`check_java_mqadmin`.
+    """
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    argv = list(args) + (["-n", namesrv_addr] if namesrv_addr else [])
+    cmd = _jvm_command(version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN,
+                       argv, log_name="mqadmin.log")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=_child_env(), cwd=workdir, stdin=subprocess.DEVNULL)
+
+
+_STACK_TRACE = re.compile(r"^\S*(Exception|Error)\b.*$\n\s+at ", re.MULTILINE)
+
+
+def check_java_mqadmin(version: str, namesrv_addr: str | None, *args: str,
+                       workdir: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Like :func:`java_mqadmin` but raise MQAdminError on a stack trace, usage or bad exit."""
+    proc = java_mqadmin(version, namesrv_addr, *args, workdir=workdir, timeout=timeout)
+    problem = None
+    if proc.returncode != 0:
+        problem = f"exit code {proc.returncode}"
+    elif _STACK_TRACE.search(proc.stderr) or _STACK_TRACE.search(proc.stdout):
+        problem = "exception stack trace"
+    elif "sub command" in proc.stdout and "not exist" in proc.stdout:
+        problem = "unknown subcommand"
+    if problem:
+        raise MQAdminError(
+            f"mqadmin {' '.join(args)} failed ({problem})\n"
+            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}")
+    return proc
+
+
+# --------------------------------------------------------------------------------------
+# Minimal remoting client (JSON frames), used for readiness and for test set-up
+# --------------------------------------------------------------------------------------
+
+GET_BROKER_CLUSTER_INFO = 106
+UPDATE_CONSUMER_OFFSET = 15
+QUERY_CONSUMER_OFFSET = 14
+
+_opaque = itertools.count(1)
+_NUMERIC_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+
+
+def parse_fastjson(body: bytes) -> Any:
+    """Parse fastjson output, which writes integer map keys without quotes."""
+    return json.loads(_NUMERIC_KEY.sub(r'\1"\2"\3', body.decode("utf-8")))
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed mid-frame")
+        buf += chunk
+    return bytes(buf)
+
+
+def remoting_call(addr: str, code: int, ext_fields: Mapping[str, object] | None = None,
+                  body: bytes = b"", timeout: float = 5.0) -> tuple[dict[str, Any], bytes]:
+    """Send one JSON-header request and return (response header, body).
+
+    Just enough protocol for the harness itself; the product code has the real client.
+    """
+    header: dict[str, Any] = {"code": code, "flag": 0, "language": "JAVA",
+                              "opaque": next(_opaque) & 0x7FFFFFFF,
+                              "serializeTypeCurrentRPC": "JSON", "version": 399}
+    if ext_fields:
+        header["extFields"] = {k: (str(v).lower() if isinstance(v, bool) else str(v))
+                               for k, v in ext_fields.items()}
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(struct.pack(">II", 4 + len(raw) + len(body), len(raw)) + raw + body)
+        (length,) = struct.unpack(">I", _read_exact(sock, 4))
+        frame = _read_exact(sock, length)
+    (word,) = struct.unpack(">I", frame[:4])
+    if word >> 24 != 0:
+        raise RuntimeError(f"unexpected non-JSON reply (serialize type {word >> 24})")
+    hlen = word & 0xFFFFFF
+    return json.loads(frame[4:4 + hlen]), frame[4 + hlen:]
+
+
+def cluster_info(namesrv_addr: str, timeout: float = 5.0) -> dict[str, Any]:
+    """GET_BROKER_CLUSTER_INFO as a dict (broker ids become string keys)."""
+    head, body = remoting_call(namesrv_addr, GET_BROKER_CLUSTER_INFO, timeout=timeout)
+    if head.get("code") != 0:
+        raise RuntimeError(f"GET_BROKER_CLUSTER_INFO failed: {head}")
+    return parse_fastjson(body) if body else {}
+
+
+def commit_offset(broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+    """Commit a consumer offset on a broker, as a consumer would, without a Java client."""
+    head, _ = remoting_call(broker_addr, UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset})
+    if head.get("code") != 0:
+        raise RuntimeError(f"UPDATE_CONSUMER_OFFSET failed: {head}")
+
+
+# --------------------------------------------------------------------------------------
+# Ports
+# --------------------------------------------------------------------------------------
+
+
+def _port_free(port: int) -> bool:
+    """True if nothing listens on ``port`` on any interface (HA and 4.9.8 bind wildcard)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Netty does
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_candidates() -> Iterator[int]:
+    """Random ports below the ephemeral range, so outgoing connections cannot steal them."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    lo, hi = (10000, low - 1) if low > 12000 else (low, 65000)
+    while True:
+        yield random.randint(lo, hi)
+
+
+def pick_port_block(below: int = 0, above: int = 0, taken: set[int] | None = None) -> int:
+    """A port P such that P-below..P+above are all free and not already handed out."""
+    taken = taken if taken is not None else set()
+    for port in itertools.islice(_port_candidates(), 500):
+        block = range(port - below, port + above + 1)
+        if any(p in taken for p in block):
+            continue
+        if all(_port_free(p) for p in block):
+            taken.update(block)
+            return port
+    raise RuntimeError("no free loopback port block found")
+
+
+# --------------------------------------------------------------------------------------
+# Processes and the cluster
+# --------------------------------------------------------------------------------------
+
+
+class ProcessStartError(RuntimeError):
+    """A RocketMQ JVM died or never became ready; the message carries its log tail."""
+
+    def __init__(self, message: str, bind_conflict: bool = False) -> None:
+        super().__init__(message)
+        self.bind_conflict = bind_conflict
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no output)"
+
+
+class _JavaProcess:
+    """One server JVM with its stdout/stderr captured into ``<name>.out``."""
+
+    def __init__(self, name: str, cmd: list[str], workdir: Path, log: Path) -> None:
+        self.name = name
+        self.out = workdir / "logs" / f"{name}.out"
+        self.log = log
+        self._fh = open(self.out, "ab")
+        # Own session: Ctrl-C in a terminal must not reach the JVMs before the harness
+        # stops them in order.  setpriv's pdeathsig ends orphans if Python itself is killed
+        # (only from the main thread: the signal fires when the forking *thread* exits).
+        prefix: list[str] = []
+        setpriv = shutil.which("setpriv")
+        if setpriv and threading.current_thread() is threading.main_thread():
+            prefix = [setpriv, "--pdeathsig", "TERM", "--"]
+        self.proc = subprocess.Popen(prefix + cmd, stdout=self._fh, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=workdir, env=_child_env(),
+                                     start_new_session=True)
+        self.started = time.monotonic()
+
+    def output(self) -> str:
+        try:
+            return self.out.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def failure(self, what: str) -> ProcessStartError:
+        text = self.output() + "\n" + (_tail(self.log, 200) if self.log.exists() else "")
+        conflict = "Address already in use" in text or "BindException" in text
+        return ProcessStartError(
+            f"{self.name}: {what}\n--- {self.out} ---\n{_tail(self.out)}\n"
+            f"--- {self.log} ---\n{_tail(self.log, 20)}", bind_conflict=conflict)
+
+    def wait_for_line(self, needle: str, deadline: float) -> str:
+        """Block until stdout has a line containing ``needle``; fail fast if the JVM exits."""
+        while True:
+            for line in self.output().splitlines():
+                if needle in line:
+                    return line
+            if self.proc.poll() is not None:
+                raise self.failure(f"exited with {self.proc.returncode} before '{needle}'")
+            if time.monotonic() > deadline:
+                raise self.failure(f"no '{needle}' within {START_TIMEOUT:.0f}s")
+            time.sleep(0.1)
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+
+    def wait_or_kill(self, timeout: float) -> bool:
+        """Wait for a graceful exit; SIGKILL after ``timeout``.  True if it exited by itself."""
+        try:
+            self.proc.wait(timeout=timeout)
+            clean = True
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            clean = False
+        self._fh.close()
+        return clean
+
+
+_LIVE: set[RealCluster] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """Never leave JVMs behind when a caller forgot to stop a cluster."""
+    for cluster in list(_LIVE):
+        with contextlib.suppress(Exception):
+            cluster.stop(check=False)
+
+
+class RealCluster:
+    """A namesrv plus ``brokers`` master brokers of one RocketMQ version, all on loopback.
+
+    Every file (configs, stores, logs, user.home) lives under ``workdir`` so tests can
+    inspect the stores after :meth:`stop`.
+    """
+
+    def __init__(self, version: str, workdir: str | Path, brokers: int = 1,
+                 server_side_reset: bool | None = None,
+                 extra_broker_conf: Mapping[str, object] | None = None,
+                 cluster_name: str = DEFAULT_CLUSTER) -> None:
+        if brokers < 1:
+            raise ValueError("need at least one broker")
+        if server_side_reset and is_v4(version):
+            raise ValueError("4.x has no server-side offset reset (it always pushes to clients)")
+        self.version = version
+        self.workdir = Path(workdir).resolve()
+        self.cluster_name = cluster_name
+        self.broker_count = brokers
+        self.server_side_reset = server_side_reset
+        self.extra_broker_conf = dict(extra_broker_conf or {})
+        self.broker_names = [f"broker-{chr(ord('a') + i)}" for i in range(brokers)]
+        self.store_dirs = [self.workdir / name / "store" for name in self.broker_names]
+        self.namesrv_addr = ""
+        self.brokers: list[tuple[str, str]] = []
+        self.timings: dict[str, float] = {}
+        self.unclean_stops: list[str] = []
+        self._namesrv: _JavaProcess | None = None
+        self._brokers: list[_JavaProcess] = []
+        self._taken: set[int] = set()
+
+    # -- context manager ---------------------------------------------------------------
+
+    def __enter__(self) -> RealCluster:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        # Don't mask the test's own exception with a stop complaint.
+        self.stop(check=exc_type is None)
+
+    # -- public API --------------------------------------------------------------------
+
+    @property
+    def broker_addrs(self) -> list[str]:
+        return [addr for _, addr in self.brokers]
+
+    def consumer_offset_file(self, index: int = 0) -> Path:
+        """The broker's persisted offset table (valid after a clean stop)."""
+        return self.store_dirs[index] / "config" / "consumerOffset.json"
+
+    def mqadmin(self, *args: str, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Java mqadmin against this cluster's namesrv."""
+        run = check_java_mqadmin if check else java_mqadmin
+        return run(self.version, self.namesrv_addr, *args,
+                   workdir=self.workdir / "mqadmin", timeout=timeout)
+
+    def start(self) -> None:
+        """Resolve jars, then start namesrv and brokers and wait until all are routed."""
+        if self._namesrv is not None:
+            raise RuntimeError("cluster already started")
+        t0 = time.monotonic()
+        ensure_dist(self.version)
+        self.timings["dist"] = time.monotonic() - t0
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _prepare_home(self.workdir)
+        _LIVE.add(self)
+        try:
+            t1 = time.monotonic()
+            self._start_namesrv()
+            self.timings["namesrv"] = time.monotonic() - t1
+            t2 = time.monotonic()
+            self._start_brokers()
+            self.timings["brokers"] = time.monotonic() - t2
+        except BaseException:
+            self.stop(check=False)
+            raise
+        self.timings["start"] = time.monotonic() - t0
+
+    def stop(self, check: bool = True) -> None:
+        """SIGTERM brokers (they persist offsets and unregister), then the namesrv.
+
+        With ``check`` raise if a JVM needed SIGKILL or a store kept its abort file,
+        because then the store on disk is not what a clean shutdown leaves.
+        """
+        t0 = time.monotonic()
+        problems: list[str] = []
+        for proc in self._brokers:
+            proc.terminate()
+        for proc, store in zip(self._brokers, self.store_dirs):
+            if not proc.wait_or_kill(STOP_TIMEOUT):
+                problems.append(f"{proc.name} needed SIGKILL")
+            elif (store / "abort").exists():
+                problems.append(f"{proc.name} left {store / 'abort'} (unclean store shutdown)")
+        if self._namesrv is not None:
+            self._namesrv.terminate()
+            if not self._namesrv.wait_or_kill(STOP_TIMEOUT):
+                problems.append("namesrv needed SIGKILL")
+        self._brokers = []
+        self._namesrv = None
+        _LIVE.discard(self)
+        self.unclean_stops += problems
+        self.timings["stop"] = time.monotonic() - t0
+        if check and problems:
+            raise RuntimeError("unclean RocketMQ stop: " + "; ".join(problems))
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _start_namesrv(self, attempts: int = 5) -> None:
+        for attempt in range(attempts):
+            port = pick_port_block(taken=self._taken)
+            conf = self.workdir / "namesrv.properties"
+            lines = [f"listenPort={port}",
+                     f"kvConfigPath={self.workdir / 'namesrv' / 'kvConfig.json'}",
+                     f"rocketmqHome={self.workdir / 'rmq-home'}"]
+            if not is_v4(self.version):
+                lines.append("bindAddress=127.0.0.1")
+            conf.write_text("\n".join(lines) + "\n")
+            cmd = _jvm_command(self.version, "namesrv", self.workdir, ("-Xms64m", "-Xmx256m"),
+                               NAMESRV_MAIN, ["-c", str(conf)], log_name="namesrv.log")
+            proc = _JavaProcess("namesrv", cmd, self.workdir, self.workdir / "logs" / "namesrv.log")
+            self._namesrv = proc
+            try:
+                proc.wait_for_line("The Name Server boot success", proc.started + START_TIMEOUT)
+                self.namesrv_addr = f"127.0.0.1:{port}"
+                self._wait_tcp(proc, port, proc.started + START_TIMEOUT)
+                return
+            except ProcessStartError as err:
+                proc.terminate()
+                proc.wait_or_kill(5)
+                self._namesrv = None
+                if not err.bind_conflict or attempt == attempts - 1:
+                    raise
+
+    def _broker_conf(self, index: int, port: int) -> Path:
+        name = self.broker_names[index]
+        store = self.store_dirs[index]
+        store.mkdir(parents=True, exist_ok=True)
+        conf: dict[str, object] = {
+            "rocketmqHome": self.workdir / "rmq-home",
+            "brokerClusterName": self.cluster_name,
+            "brokerName": name,
+            "brokerId": 0,
+            "namesrvAddr": self.namesrv_addr,
+            "listenPort": port,
+            "brokerIP1": "127.0.0.1",
+            "brokerIP2": "127.0.0.1",
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+            "mappedFileSizeConsumeQueue": 600_000,
+            "maxHashSlotNum": 10_000,
+            "maxIndexNum": 40_000,
+            "autoCreateTopicEnable": True,
+            "autoCreateSubscriptionGroup": True,
+            "diskMaxUsedSpaceRatio": 95,
+            "waitTimeMillsInSendQueue": 1000,
+        }
+        if not is_v4(self.version):
+            conf |= {"bindAddress": "127.0.0.1", "haListenPort": port + 1,
+                     "mappedFileSizeTimerLog": 16 * 1024 * 1024}
+            if self.server_side_reset is not None:
+                conf["useServerSideResetOffset"] = self.server_side_reset
+        conf |= self.extra_broker_conf
+        path = self.workdir / name / "broker.properties"
+        path.write_text("".join(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in conf.items()))
+        return path
+
+    def _launch_broker(self, index: int) -> tuple[_JavaProcess, int]:
+        port = pick_port_block(below=2, above=1, taken=self._taken)
+        conf = self._broker_conf(index, port)
+        name = self.broker_names[index]
+        cmd = _jvm_command(self.version, "broker", self.workdir,
+                           ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m"),
+                           BROKER_MAIN, ["-c", str(conf), "-n", self.namesrv_addr],
+                           log_name=f"{name}.log")
+        return _JavaProcess(name, cmd, self.workdir, self.workdir / "logs" / f"{name}.log"), port
+
+    def _start_brokers(self, attempts: int = 5) -> None:
+        """Launch all brokers at once (they boot in parallel), then wait for each."""
+        launched = [self._launch_broker(i) for i in range(self.broker_count)]
+        self._brokers = [proc for proc, _ in launched]
+        for index in range(self.broker_count):
+            for attempt in range(attempts):
+                proc, port = launched[index]
+                try:
+                    self._await_broker(index, proc, port)
+                    break
+                except ProcessStartError as err:
+                    proc.terminate()
+                    proc.wait_or_kill(10)
+                    if not err.bind_conflict or attempt == attempts - 1:
+                        raise
+                    shutil.rmtree(self.store_dirs[index], ignore_errors=True)
+                    launched[index] = self._launch_broker(index)
+                    self._brokers[index] = launched[index][0]
+        self.brokers = [(self.broker_names[i], f"127.0.0.1:{port}")
+                        for i, (_, port) in enumerate(launched)]
+
+    def _await_broker(self, index: int, proc: _JavaProcess, port: int) -> None:
+        deadline = proc.started + START_TIMEOUT
+        name = self.broker_names[index]
+        line = proc.wait_for_line("boot success", deadline)
+        addr = f"127.0.0.1:{port}"
+        if addr not in line:
+            raise proc.failure(f"booted on an unexpected address: {line!r} (wanted {addr})")
+        self._wait_tcp(proc, port, deadline)
+        while True:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                table = cluster_info(self.namesrv_addr).get("brokerAddrTable", {})
+                if table.get(name, {}).get("brokerAddrs", {}).get("0") == addr:
+                    return
+            if proc.proc.poll() is not None:
+                raise proc.failure(f"exited with {proc.proc.returncode} before registering")
+            if time.monotonic() > deadline:
+                raise proc.failure("not registered in the namesrv in time")
+            time.sleep(0.2)
+
+    @staticmethod
+    def _wait_tcp(proc: _JavaProcess, port: int, deadline: float) -> None:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if proc.proc.poll() is not None:
+                    raise proc.failure(f"exited with {proc.proc.returncode}") from None
+                if time.monotonic() > deadline:
+                    raise proc.failure(f"port {port} not accepting connections") from None
+                time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------------------
+# Script entry point
+# --------------------------------------------------------------------------------------
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    fetch = sub.add_parser("fetch", help="resolve and cache the jars")
+    fetch.add_argument("version", help=f"e.g. {', '.join(VERSIONS)}")
+    start = sub.add_parser("start", help="run a cluster until Ctrl-C")
+    start.add_argument("version", help=f"e.g. {', '.join(VERSIONS)}")
+    start.add_argument("--brokers", type=int, default=1)
+    start.add_argument("--workdir", type=Path, default=None,
+                       help="kept after exit; default is a temporary dir that is removed")
+    args = parser.parse_args(argv)
+
+    if args.cmd == "fetch":
+        t0 = time.monotonic()
+        print(ensure_dist(args.version), f"({time.monotonic() - t0:.1f}s)")
+        return 0
+
+    stop_event = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop_event.set())
+    with contextlib.ExitStack() as stack:
+        workdir = args.workdir or Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix=f"rmq-{args.version}-")))
+        cluster = stack.enter_context(RealCluster(args.version, workdir, brokers=args.brokers))
+        print(cluster.namesrv_addr, flush=True)
+        for name, addr in cluster.brokers:
+            print(f"# {name} {addr}", file=sys.stderr)
+        print(f"# workdir {workdir}; timings {cluster.timings}; Ctrl-C to stop",
+              file=sys.stderr, flush=True)
+        while not stop_event.wait(1.0):
+            pass
+        print("# stopping", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
