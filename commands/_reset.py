@@ -12,9 +12,10 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.commands._common import fan_out, time_fields
+
 from mqadmin import errors
 from mqadmin.admin import BrokerInfo, default_home
-from mqadmin.commands._common import fan_out, time_fields
 from mqadmin.model import MessageQueue
 from mqadmin.output import Env, Table
 from mqadmin.safety import OffsetBackup, default_backup_path
@@ -125,7 +126,8 @@ def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[Messag
         old = consumer.get(mq, lo)
         return PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old)
 
-    return fan_out(row, queues)
+    rows: list[PlanRow] = fan_out(row, queues)
+    return rows
 
 
 def show_plan(env: Env, result: ResetResult) -> None:
@@ -156,7 +158,9 @@ def execute_plan(
         if not ctx.confirm(f"Apply to {len(changed)} queue(s) of group {result.group}?"):
             raise errors.UsageError("cancelled; nothing was changed")
     admin = ctx.admin(write=True)
-    path = Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
+    path = (
+        Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
+    )
     OffsetBackup(
         group=result.group,
         topic=result.topic,
@@ -210,8 +214,13 @@ def _apply_broker(
     if info is not None and info.server_side_reset:
         for q in rows:
             admin.reset_offset_by_time(
-                topic, group, reset_ts if reset_ts is not None else 0, True,
-                broker_name=broker, queue_id=q.queue_id, offset=q.new_offset,
+                topic,
+                group,
+                reset_ts if reset_ts is not None else 0,
+                True,
+                broker_name=broker,
+                queue_id=q.queue_id,
+                offset=q.new_offset,
             )
         return f"broker-side reset (server-side, broker {info.version})", None
     if not explicit and reset_ts is not None:

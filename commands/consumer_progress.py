@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
 
-from mqadmin import errors
 from mqadmin.commands._common import fan_out, group_offsets, store_time_at, time_fields
 from mqadmin.commands._options import GROUP, TOPIC
+
+from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, OffsetWrapper
 from mqadmin.output import Table
@@ -164,7 +165,9 @@ class ConsumerProgressCommand(SubCommand):
     options = (
         GROUP,
         TOPIC,
-        Opt("max_lag", ("--max-lag",), "Check: exit 3 if a group's Diff Total exceeds N messages", kind=int, metavar="N"),
+        Opt(
+            "max_lag", ("--max-lag",), "Check: exit 3 if a group's Diff Total exceeds N messages", kind=int, metavar="N"
+        ),
         Opt(
             "max_lag_time",
             ("--max-lag-time",),
@@ -235,7 +238,14 @@ def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:
         oldest = store_time_at(ctx.admin(), mq, w.consumer_offset)
         lag_ms = max(ctx.now - oldest, 0) if oldest else 0
     return ProgressRow(
-        mq.topic, mq.broker_name, mq.queue_id, w.broker_offset, w.consumer_offset, w.pull_offset, w.last_timestamp, lag_ms
+        mq.topic,
+        mq.broker_name,
+        mq.queue_id,
+        w.broker_offset,
+        w.consumer_offset,
+        w.pull_offset,
+        w.last_timestamp,
+        lag_ms,
     )
 
 

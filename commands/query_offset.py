@@ -8,6 +8,7 @@ from typing import Any
 
 from mqadmin.commands._common import fan_out, group_offsets, route_of, store_time_at, time_fields
 from mqadmin.commands._options import GROUP, TIMESTAMP, TOPIC, required
+
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue
 from mqadmin.output import Table

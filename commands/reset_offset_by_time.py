@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqadmin import errors
 from mqadmin.commands._common import fan_out, group_offsets, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TIMESTAMP, TOPIC, YES, required
 from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_plan
+
+from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, TopicRoute
 from mqadmin.registry import Opt, SubCommand, register
@@ -50,7 +51,13 @@ class ResetOffsetByTimeCommand(SubCommand):
         Opt("broker", ("-b", "--broker"), "Only this broker (name or address); with -q/-o one queue", metavar="BROKER"),
         Opt("queue", ("-q", "--queue"), "Queue id on the broker given with -b", kind=int, metavar="QID"),
         Opt("offset", ("-o", "--offset"), "Explicit offset for the queue given with -b and -q", kind=int),
-        Opt("cplus", ("-c", "--cplus"), "Accepted for compatibility with the Java tool; ignored", kind=bool, default=False),
+        Opt(
+            "cplus",
+            ("-c", "--cplus"),
+            "Accepted for compatibility with the Java tool; ignored",
+            kind=bool,
+            default=False,
+        ),
         DRY_RUN,
         YES,
         BACKUP,
@@ -86,11 +93,11 @@ class ResetOffsetByTimeCommand(SubCommand):
 
         def target(r: PlanRow) -> int:
             if offset_opt is not None:
-                return offset_opt
+                return int(offset_opt)
             assert ts is not None
             if ts >= ctx.now:
                 return r.max_offset
-            return admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts)
+            return int(admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts))
 
         for r, new in zip(rows, fan_out(target, rows), strict=True):
             r.new_offset = new if force or new < r.old_offset else r.old_offset
@@ -98,7 +105,12 @@ class ResetOffsetByTimeCommand(SubCommand):
         # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
         reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
         return execute_plan(
-            ctx, result, reset_ts=reset_ts, force=force, backup_path=params.get("backup"), explicit=offset_opt is not None
+            ctx,
+            result,
+            reset_ts=reset_ts,
+            force=force,
+            backup_path=params.get("backup"),
+            explicit=offset_opt is not None,
         )
 
 

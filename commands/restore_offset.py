@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqadmin import errors
 from mqadmin.commands._common import group_offsets, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES
 from mqadmin.commands._reset import ResetResult, current_rows, execute_plan
+
+from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue
 from mqadmin.registry import Opt, SubCommand, register
@@ -60,6 +61,12 @@ class RestoreOffsetCommand(SubCommand):
                     f"{r.min_offset} (messages expired); consumers will start at {r.min_offset}"
                 )
         result = ResetResult(
-            backup.group, backup.topic, None, bool(params.get("dry_run")), rows, restored_from=str(params["from_"]), tz=ctx.tz
+            backup.group,
+            backup.topic,
+            None,
+            bool(params.get("dry_run")),
+            rows,
+            restored_from=str(params["from_"]),
+            tz=ctx.tz,
         )
         return execute_plan(ctx, result, reset_ts=None, force=True, backup_path=params.get("backup"), explicit=True)

@@ -35,7 +35,9 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
     Opt("tz", ("--tz",), "Time zone for times without an offset and for display (default: local)", metavar="ZONE"),
     Opt("timeout", ("--timeout",), "Seconds to wait for each broker reply", kind=float, default=3.0),
     Opt("no_color", ("--no-color",), "No colour (NO_COLOR is honoured too)", kind=bool, default=False),
-    Opt("traceback", ("--traceback",), "Show the Python traceback on errors (for bug reports)", kind=bool, default=False),
+    Opt(
+        "traceback", ("--traceback",), "Show the Python traceback on errors (for bug reports)", kind=bool, default=False
+    ),
 )
 _COMMON = {o.dest for o in COMMON_OPTIONS}
 

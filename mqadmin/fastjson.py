@@ -182,8 +182,10 @@ class _Parser:
             low = self.hex4(self.pos + _ESCAPE_PREFIX_LEN)
             if low in _LOW_SURROGATES:
                 self.pos += _ESCAPE_PREFIX_LEN + _HEX_ESCAPE_LEN
-                code = _SURROGATE_BASE + ((code - _HIGH_SURROGATES.start) << _SURROGATE_SHIFT) + (
-                    low - _LOW_SURROGATES.start
+                code = (
+                    _SURROGATE_BASE
+                    + ((code - _HIGH_SURROGATES.start) << _SURROGATE_SHIFT)
+                    + (low - _LOW_SURROGATES.start)
                 )
         return chr(code)
 

@@ -14,6 +14,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 from mqadmin.model import Message
 
@@ -237,11 +238,11 @@ def _decompress(body: bytes, sys_flag: int) -> bytes:
     if kind in (0, COMPRESSION_ZLIB):
         return zlib.decompress(body)
     if kind == 0x100:
-        lz4 = _optional_codec("lz4.frame")
-        return lz4.decompress(body)  # type: ignore[no-any-return]
+        lz4: Any = _optional_codec("lz4.frame")
+        return bytes(lz4.decompress(body))
     if kind == 0x200:
-        zstd = _optional_codec("zstandard")
-        return zstd.ZstdDecompressor().decompress(body)  # type: ignore[no-any-return]
+        zstd: Any = _optional_codec("zstandard")
+        return bytes(zstd.ZstdDecompressor().decompress(body))
     raise MessageDecodeError(f"unknown compression type {kind >> 8}")
 
 
@@ -251,7 +252,9 @@ def _optional_codec(name: str) -> object:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise MessageDecodeError(f"message body compressed with {name.split('.')[0]}; pip install {name.split('.')[0]}") from exc
+        raise MessageDecodeError(
+            f"message body compressed with {name.split('.')[0]}; pip install {name.split('.')[0]}"
+        ) from exc
 
 
 def iter_messages(buf: bytes, *, decompress: bool = True) -> Iterator[Message]:

@@ -53,7 +53,7 @@ class TopicRoute:
 
     def message_queues(self, readable: bool = True) -> list[MessageQueue]:
         """Every queue of the topic (read queues by default), sorted."""
-        out = []
+        out: list[MessageQueue] = []
         for q in self.queues:
             n = q.read_queue_nums if readable else q.write_queue_nums
             out.extend(MessageQueue(self.topic, q.broker_name, i) for i in range(n))

@@ -127,12 +127,9 @@ def lookup(name: str) -> type[SubCommand]:
     cls = _REGISTRY.get(name.lower())
     if cls is not None:
         return cls
-    names = [c.name for c in commands()] + [c.kebab() for c in commands()]
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-    if not close:
-        lowered = {n.lower(): n for n in names}
-        close = [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.5)]
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    canonical = {k: c.name for c in commands() for k in (c.name.lower(), c.kebab().lower())}
+    close = difflib.get_close_matches(name.lower(), list(canonical), n=1, cutoff=0.5)
+    hint = f" (did you mean {canonical[close[0]]!r}?)" if close else ""
     raise UsageError(f"unknown command {name!r}{hint}; 'mqadmin --help' lists the commands")
 
 

@@ -9,6 +9,7 @@ import enum
 import re
 from typing import Final
 
+
 def _build_version_names() -> tuple[str, ...]:
     """Rebuild Java's ``MQVersion.Version`` constant list in ordinal order.
 

@@ -14,8 +14,8 @@ from typing import Protocol
 from mqadmin.errors import UsageError
 from mqadmin.model import (
     BrokerData,
-    ConsumeStats,
     ConsumerConnection,
+    ConsumeStats,
     Message,
     MessageQueue,
     PullResult,

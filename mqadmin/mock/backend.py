@@ -160,9 +160,7 @@ class MockAdmin:
         for c in clients:
             subs.update(c.subscriptions)
         return ConsumerConnection(
-            connections=tuple(
-                ClientConnection(c.client_id, c.addr, c.language, c.version) for c in unique.values()
-            ),
+            connections=tuple(ClientConnection(c.client_id, c.addr, c.language, c.version) for c in unique.values()),
             consume_type=first.consume_type,
             message_model=first.message_model,
             consume_from_where=first.consume_from_where,

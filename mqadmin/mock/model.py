@@ -390,7 +390,9 @@ class MockBroker:
             return pending.pop(queue_id, None) if pending else None
 
     # ---- messages ----
-    def put_message(self, msg: Message, *, store_host: str | None = None, store_timestamp: int | None = None) -> Message:
+    def put_message(
+        self, msg: Message, *, store_host: str | None = None, store_timestamp: int | None = None
+    ) -> Message:
         """SEND_MESSAGE: assign offsets and store time, add UNIQ_KEY if missing (as 5.x does)."""
         with self._arrival:
             cfg = self.topics.get(msg.topic)

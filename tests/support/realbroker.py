@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -330,6 +330,7 @@ def check_java_mqadmin(version: str, namesrv_addr: str | None, *args: str,
 # Minimal remoting client (JSON frames), used for readiness and for test set-up
 # --------------------------------------------------------------------------------------
 
+GET_BROKER_RUNTIME_INFO = 28
 GET_BROKER_CLUSTER_INFO = 106
 UPDATE_CONSUMER_OFFSET = 15
 QUERY_CONSUMER_OFFSET = 14
@@ -451,6 +452,19 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no output)"
+
+
+def _poll(proc: _JavaProcess, deadline: float, what: str, check: Callable[[], bool]) -> None:
+    """Retry ``check`` until true; network hiccups count as 'not yet'."""
+    while True:
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            if check():
+                return
+        if proc.proc.poll() is not None:
+            raise proc.failure(f"exited with {proc.proc.returncode} while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise proc.failure(f"timed out waiting for {what}")
+        time.sleep(0.2)
 
 
 class _JavaProcess:
@@ -618,7 +632,7 @@ class RealCluster:
         problems: list[str] = []
         for proc in self._brokers:
             proc.terminate()
-        for proc, store in zip(self._brokers, self.store_dirs):
+        for proc, store in zip(self._brokers, self.store_dirs, strict=False):
             if not proc.wait_or_kill(STOP_TIMEOUT):
                 problems.append(f"{proc.name} needed SIGKILL")
             elif (store / "abort").exists():
@@ -737,16 +751,19 @@ class RealCluster:
         if addr not in line:
             raise proc.failure(f"booted on an unexpected address: {line!r} (wanted {addr})")
         self._wait_tcp(proc, port, deadline)
-        while True:
-            with contextlib.suppress(OSError, RuntimeError, ValueError):
-                table = cluster_info(self.namesrv_addr).get("brokerAddrTable", {})
-                if table.get(name, {}).get("brokerAddrs", {}).get("0") == addr:
-                    return
-            if proc.proc.poll() is not None:
-                raise proc.failure(f"exited with {proc.proc.returncode} before registering")
-            if time.monotonic() > deadline:
-                raise proc.failure("not registered in the namesrv in time")
-            time.sleep(0.2)
+
+        def registered() -> bool:
+            table = cluster_info(self.namesrv_addr).get("brokerAddrTable", {})
+            return bool(table.get(name, {}).get("brokerAddrs", {}).get("0") == addr)
+
+        def runtime_info_ok() -> bool:
+            return remoting_call(addr, GET_BROKER_RUNTIME_INFO)[0].get("code") == 0
+
+        _poll(proc, deadline, "registration in the namesrv", registered)
+        # A fresh 4.9.8 broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
+        # (NoSuchElementException from an empty TPS sample list) for its first seconds,
+        # so clusterList would print an empty version column; wait that out too.
+        _poll(proc, deadline, "GET_BROKER_RUNTIME_INFO success", runtime_info_ok)
 
     @staticmethod
     def _wait_tcp(proc: _JavaProcess, port: int, deadline: float) -> None:

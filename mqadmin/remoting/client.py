@@ -1,0 +1,662 @@
+"""The remoting transport: one TCP (or TLS) connection per address, many requests in flight.
+
+RocketMQ servers hand each request to the thread pool registered for its code, so replies on
+one connection come back in any order: a reader thread per connection matches them to waiting
+callers by ``opaque`` through a dict of futures (style guide 2.11), never a FIFO. Frames are
+built and parsed by :mod:`mqadmin.remoting.codec`; this module owns sockets, threads, time
+limits, retries of idempotent reads, ACL signing and name-server failover.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from mqadmin import errors
+from mqadmin.remoting import acl
+from mqadmin.remoting.codec import (
+    DEFAULT_LANGUAGE,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    FRAME_MAX_LENGTH,
+    BadFrame,
+    FrameDecoder,
+    RemotingCommand,
+    encode,
+)
+from mqadmin.remoting.codes import RequestCode, ResponseCode
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ConnectFailed",
+    "ConnectionLost",
+    "PendingReply",
+    "RemotingClient",
+    "RemotingConnectError",
+    "RequestHandler",
+    "RequestTimeout",
+    "TlsOptions",
+    "code_name",
+    "parse_address",
+    "split_addresses",
+]
+
+log = logging.getLogger("mqadmin.remoting")
+
+#: seconds to connect and to wait for each reply (the Java admin tool's default too)
+DEFAULT_TIMEOUT: Final = 3.0
+#: extra attempts for an idempotent read whose connection broke before the reply came
+DEFAULT_READ_RETRIES: Final = 1
+#: separator of a name-server list, as ``-n`` and NAMESRV_ADDR write it
+ADDRESS_SEPARATOR: Final = ";"
+RECV_CHUNK: Final = 256 * 1024
+#: Java masks nothing, the C++ client keeps opaques non-negative; we do the latter
+OPAQUE_MASK: Final = 0x7FFFFFFF
+#: threads that run registered handlers for server-to-client requests
+HANDLER_WORKERS: Final = 4
+MAX_PORT: Final = 65535
+
+
+class RemotingConnectError(errors.ConnectError):
+    """Could not talk to ``addr``: the message names the address and what went wrong."""
+
+    def __init__(self, message: str, addr: str) -> None:
+        super().__init__(message)
+        self.addr = addr
+
+
+class ConnectFailed(RemotingConnectError):
+    """The TCP (or TLS) connection could not be opened: nothing was sent."""
+
+
+class RequestTimeout(RemotingConnectError):
+    """No reply in time. The request may still have been executed by the server."""
+
+
+class ConnectionLost(RemotingConnectError):
+    """The connection closed (reset, EOF, bad frame) before the reply arrived."""
+
+
+#: a handler for a server-to-client request; its return value is sent back unless the request is oneway
+RequestHandler = Callable[[RemotingCommand], "RemotingCommand | None"]
+
+
+def code_name(code: int) -> str:
+    """A request code's Java name for messages and logs (the number when we have no name)."""
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def _seconds(value: float) -> str:
+    """3 -> "3.0", 0.25 -> "0.25": how long we waited, as people write it."""
+    text = f"{value:.1f}"
+    return text if float(text) == value else f"{value:g}"
+
+
+def split_addresses(addresses: str | Iterable[str]) -> list[str]:
+    """``"a:9876;b:9876"`` (or a list) into stripped, non-empty entries, order kept."""
+    parts = addresses.split(ADDRESS_SEPARATOR) if isinstance(addresses, str) else list(addresses)
+    return [p.strip() for p in parts if p and p.strip()]
+
+
+def parse_address(addr: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` into (host, port); a usage error says what is wrong."""
+    host, sep, port_text = addr.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) <= MAX_PORT:
+        raise errors.UsageError(f"bad address {addr!r}: expected host:port")
+    return host, int(port_text)
+
+
+def _describe_os_error(exc: BaseException, timeout: float) -> str:
+    """A short, human reason for a socket failure (no stack, no errno soup)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset by peer"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"timed out after {_seconds(timeout)} s"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror or exc})"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failure ({exc.reason or exc})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return str(exc) or type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# TLS
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """TLS to namesrv and brokers (RocketMQ's ``tls.enable``).
+
+    With ``ca`` the server must present a certificate signed by that CA; host names are not
+    checked then, because broker certificates from a private CA seldom list the IPs that the
+    name server hands out. Without ``ca`` the system trust store and host-name checks apply.
+    ``cert``/``key`` give a client certificate for servers that ask for one (mutual TLS).
+    """
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ca)
+        if self.ca:
+            ctx.check_hostname = False
+        if self.cert:
+            ctx.load_cert_chain(self.cert, self.key)
+        return ctx
+
+
+class _Transport(Protocol):
+    def send(self, data: bytes) -> None: ...
+    def recv(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class _PlainTransport:
+    """A connected TCP socket: blocking sends from callers, blocking receives by the reader."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._send_lock = threading.Lock()
+
+    def send(self, data: bytes) -> None:
+        with self._send_lock:  # frames from concurrent callers must not interleave
+            self._sock.sendall(data)
+
+    def recv(self) -> bytes:
+        return self._sock.recv(RECV_CHUNK)
+
+    def close(self) -> None:
+        _close_socket(self._sock)
+
+
+def _close_socket(sock: socket.socket) -> None:
+    """shutdown() first: it wakes a reader blocked in recv(), which close() alone may not."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
+class _TlsTransport:
+    """TLS over memory BIOs, so one thread can read while others write.
+
+    OpenSSL objects must not be used from two threads at once, which rules out sharing an
+    ``SSLSocket`` between the reader and the callers. Here every use of the SSL object happens
+    under ``_ssl_lock`` and the socket I/O happens outside it. Encrypted output is drained only
+    while ``_send_lock`` is held and sent before it is released, so records leave in order.
+    """
+
+    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext, server_hostname: str | None) -> None:
+        self._sock = sock
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._obj = ctx.wrap_bio(self._in, self._out, server_side=False, server_hostname=server_hostname)
+        self._ssl_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+
+    def handshake(self) -> None:
+        """Run the handshake on the caller's thread, within the socket's connect timeout."""
+        while True:
+            try:
+                self._obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush_out()
+                data = self._sock.recv(RECV_CHUNK)
+                if not data:
+                    raise ConnectionResetError("connection closed during the TLS handshake") from None
+                self._in.write(data)
+        self._flush_out()
+
+    def _flush_out(self) -> None:
+        pending = self._out.read()
+        if pending:
+            self._sock.sendall(pending)
+
+    def send(self, data: bytes) -> None:
+        with self._send_lock:
+            with self._ssl_lock:
+                self._obj.write(data)
+                pending = self._out.read()
+            self._sock.sendall(pending)
+
+    def recv(self) -> bytes:
+        while True:
+            with self._ssl_lock:
+                try:
+                    return self._obj.read(RECV_CHUNK)
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLZeroReturnError:
+                    return b""  # the peer sent close_notify
+                needs_flush = self._out.pending > 0
+            if needs_flush:  # e.g. a TLS 1.3 key update answered while reading
+                with self._send_lock:
+                    with self._ssl_lock:
+                        pending = self._out.read()
+                    self._sock.sendall(pending)
+            data = self._sock.recv(RECV_CHUNK)
+            if not data:
+                return b""
+            with self._ssl_lock:
+                self._in.write(data)
+
+    def close(self) -> None:
+        _close_socket(self._sock)
+
+
+# ---------------------------------------------------------------------------------------------
+# One connection
+
+
+class _Connection:
+    """A connection to one address, with the futures of its requests in flight by opaque."""
+
+    def __init__(self, client: RemotingClient, addr: str, transport: _Transport, max_frame_length: int) -> None:
+        self.addr = addr
+        self._client = client
+        self._transport = transport
+        self._decoder = FrameDecoder(max_frame_length)
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future[RemotingCommand]] = {}
+        self._closed_reason: str | None = None
+        self._reader = threading.Thread(target=self._read_loop, name=f"mqadmin-remoting-{addr}", daemon=True)
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._closed_reason is None
+
+    def request(self, cmd: RemotingCommand) -> Future[RemotingCommand]:
+        """Send ``cmd`` and return the future its reply will complete."""
+        fut: Future[RemotingCommand] = Future()
+        with self._lock:
+            if self._closed_reason is not None:
+                raise self._lost(self._closed_reason)
+            self._pending[cmd.opaque] = fut
+        self._send(cmd)
+        return fut
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        if self._closed_reason is not None:
+            raise self._lost(self._closed_reason)
+        self._send(cmd)
+
+    def forget(self, opaque: int) -> None:
+        """Stop waiting for a reply (after a timeout); a late reply is then dropped."""
+        with self._lock:
+            self._pending.pop(opaque, None)
+
+    def _send(self, cmd: RemotingCommand) -> None:
+        try:
+            self._transport.send(encode(cmd))
+        except OSError as exc:
+            reason = _describe_os_error(exc, 0)
+            self.close(reason)
+            raise self._lost(reason) from None
+
+    def _lost(self, reason: str) -> ConnectionLost:
+        return ConnectionLost(f"connection to {self.addr} lost: {reason}", self.addr)
+
+    def _read_loop(self) -> None:
+        reason = "closed by peer"
+        try:
+            while True:
+                data = self._transport.recv()
+                if not data:
+                    break
+                for cmd in self._decoder.feed(data):
+                    self._dispatch(cmd)
+        except BadFrame as exc:
+            reason = f"bad frame from peer ({exc})"
+            log.warning("closing connection to %s: %s", self.addr, reason)
+        except OSError as exc:
+            reason = _describe_os_error(exc, 0)
+        except Exception as exc:  # the reader must end cleanly whatever happens
+            reason = f"internal error ({type(exc).__name__}: {exc})"
+            log.exception("reader of %s failed", self.addr)
+        finally:
+            self.close(reason)
+
+    def _dispatch(self, cmd: RemotingCommand) -> None:
+        if not cmd.is_response:
+            self._client._incoming(self, cmd)
+            return
+        with self._lock:
+            fut = self._pending.pop(cmd.opaque, None)
+        if fut is None:
+            log.debug("dropping reply with unknown opaque %d from %s", cmd.opaque, self.addr)
+            return
+        fut.set_result(cmd)
+
+    def reply(self, cmd: RemotingCommand) -> None:
+        """Answer a server-to-client request; a dead connection just drops the answer."""
+        try:
+            self.send_oneway(cmd)
+        except errors.ConnectError as exc:
+            log.debug("could not answer %s: %s", self.addr, exc)
+
+    def close(self, reason: str = "closed by client") -> None:
+        """Close once; every waiting caller gets ConnectionLost with the reason."""
+        with self._lock:
+            if self._closed_reason is not None:
+                return
+            self._closed_reason = reason
+            pending, self._pending = self._pending, {}
+        self._transport.close()
+        for fut in pending.values():
+            fut.set_exception(self._lost(reason))
+        self._client._forget_connection(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pending replies
+
+
+class PendingReply:
+    """A request that was sent (or failed to be): ``result()`` waits for the reply until the deadline."""
+
+    def __init__(
+        self,
+        addr: str,
+        request: RemotingCommand,
+        timeout: float,
+        conn: _Connection | None = None,
+        future: Future[RemotingCommand] | None = None,
+        error: errors.ConnectError | None = None,
+    ) -> None:
+        self.addr = addr
+        self.request = request
+        self.timeout = timeout
+        self._deadline = time.monotonic() + timeout
+        self._conn = conn
+        self._future = future
+        self._error = error
+
+    def result(self) -> RemotingCommand:
+        """The reply, or ConnectFailed / ConnectionLost / RequestTimeout naming the address."""
+        if self._error is not None:
+            raise self._error
+        assert self._future is not None and self._conn is not None
+        try:
+            return self._future.result(max(self._deadline - time.monotonic(), 0))
+        except FutureTimeout:
+            self._conn.forget(self.request.opaque)
+            raise RequestTimeout(
+                f"timed out after {_seconds(self.timeout)} s waiting for {self.addr}"
+                f" ({code_name(self.request.code)})",
+                self.addr,
+            ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The client
+
+
+class RemotingClient:
+    """Connections to a name-server list and to any broker address, shared by many threads.
+
+    * Requests are signed (protocol doc §6) when both ``access_key`` and ``secret_key`` are
+      given; the secret is kept private and never logged.
+    * ``invoke(..., idempotent=True)`` retries a read once on a fresh connection when the old
+      one broke before the reply (a broker restart leaves stale pooled connections); writes
+      and timeouts are never retried, since the server may already have acted.
+    * Name-server requests go to the last address that answered and fail over along the list.
+    * Server-to-client requests are answered REQUEST_CODE_NOT_SUPPORTED unless a handler for
+      their code is registered.
+    """
+
+    def __init__(
+        self,
+        namesrv_addrs: str | Sequence[str] = (),
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
+        tls: TlsOptions | None = None,
+        read_retries: int = DEFAULT_READ_RETRIES,
+        max_frame_length: int = FRAME_MAX_LENGTH,
+        language: str = DEFAULT_LANGUAGE,
+    ) -> None:
+        self.namesrv_addrs = split_addresses(namesrv_addrs)
+        for addr in self.namesrv_addrs:
+            parse_address(addr)
+        self.timeout = timeout
+        self.read_retries = read_retries
+        self.max_frame_length = max_frame_length
+        self.language = language
+        self._access_key = access_key
+        self._secret_key = secret_key
+        self._security_token = security_token
+        self._tls_context = tls.context() if tls is not None else None
+        self._lock = threading.Lock()
+        self._connections: dict[str, _Connection] = {}
+        self._connect_locks: dict[str, threading.Lock] = {}
+        self._handlers: dict[int, RequestHandler] = {}
+        self._handler_pool: ThreadPoolExecutor | None = None
+        self._namesrv_index = 0
+        self._opaques = itertools.count()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        signed = " signed" if self.signs_requests else ""
+        return f"<RemotingClient namesrv={ADDRESS_SEPARATOR.join(self.namesrv_addrs)!r}{signed}>"
+
+    @property
+    def signs_requests(self) -> bool:
+        return bool(self._access_key and self._secret_key)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def submit(self, addr: str, request: RemotingCommand, *, timeout: float | None = None) -> PendingReply:
+        """Send without waiting; errors surface from ``result()``. Lets one caller fan out."""
+        limit = self.timeout if timeout is None else timeout
+        cmd = self._prepare(request)
+        try:
+            conn = self._connection(addr, limit)
+            future = conn.request(cmd)
+        except errors.ConnectError as exc:
+            return PendingReply(addr, cmd, limit, error=exc)
+        log.debug("-> %s %s opaque=%d", addr, code_name(cmd.code), cmd.opaque)
+        return PendingReply(addr, cmd, limit, conn, future)
+
+    def invoke(
+        self, addr: str, request: RemotingCommand, *, timeout: float | None = None, idempotent: bool = False
+    ) -> RemotingCommand:
+        """Send and wait for the reply (any response code: interpreting it is the caller's job)."""
+        return self.wait(self.submit(addr, request, timeout=timeout), idempotent=idempotent)
+
+    def wait(self, pending: PendingReply, *, idempotent: bool = False) -> RemotingCommand:
+        """``pending.result()``, retrying an idempotent read whose connection broke."""
+        attempts = self.read_retries if idempotent else 0
+        while True:
+            try:
+                return pending.result()
+            except ConnectionLost as exc:
+                if attempts <= 0:
+                    raise
+                attempts -= 1
+                log.info("retrying %s on a new connection: %s", code_name(pending.request.code), exc)
+                pending = self.submit(pending.addr, pending.request, timeout=pending.timeout)
+
+    def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        """Fire and forget (flag RPC_ONEWAY): the server sends no reply."""
+        cmd = self._prepare(request)
+        cmd.flag |= FLAG_ONEWAY
+        self._connection(addr, self.timeout).send_oneway(cmd)
+
+    def invoke_namesrv(self, request: RemotingCommand, *, timeout: float | None = None) -> tuple[str, RemotingCommand]:
+        """Ask the name servers, starting with the last one that answered; (address, reply).
+
+        Every name-server request is a read, so failing over to the next address is safe.
+        """
+        if not self.namesrv_addrs:
+            raise errors.UsageError("no name server address given")
+        failures: list[str] = []
+        count = len(self.namesrv_addrs)
+        start = self._namesrv_index
+        for step in range(count):
+            index = (start + step) % count
+            addr = self.namesrv_addrs[index]
+            try:
+                reply = self.invoke(addr, request, timeout=timeout, idempotent=True)
+            except errors.ConnectError as exc:
+                log.info("name server %s failed, trying the next: %s", addr, exc)
+                failures.append(str(exc))
+                continue
+            self._namesrv_index = index
+            return addr, reply
+        if count == 1:
+            raise errors.ConnectError(failures[0])
+        raise errors.ConnectError("no name server answered: " + "; ".join(failures))
+
+    def _prepare(self, request: RemotingCommand) -> RemotingCommand:
+        """A copy with a fresh opaque, signed when credentials are set."""
+        fields = request.ext_fields
+        if self._access_key and self._secret_key:
+            fields = acl.sign(fields, request.body, self._access_key, self._secret_key, self._security_token)
+        return dataclasses.replace(
+            request, opaque=next(self._opaques) & OPAQUE_MASK, ext_fields=dict(fields), flag=request.flag
+        )
+
+    # -- server-to-client requests ----------------------------------------------------------
+
+    def register_handler(self, code: int, handler: RequestHandler) -> None:
+        """Answer requests the server sends us with ``code`` (run on a small worker pool)."""
+        with self._lock:
+            self._handlers[int(code)] = handler
+
+    def _incoming(self, conn: _Connection, cmd: RemotingCommand) -> None:
+        """Called on the reader thread: never block it, never let a handler kill it."""
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            log.debug("%s sent unsupported request %s", conn.addr, code_name(cmd.code))
+            if not cmd.is_oneway:
+                conn.reply(
+                    cmd.reply(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f" request type {cmd.code} not supported",
+                        language=self.language,
+                    )
+                )
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if self._handler_pool is None:
+                self._handler_pool = ThreadPoolExecutor(HANDLER_WORKERS, thread_name_prefix="mqadmin-remoting-handler")
+            pool = self._handler_pool
+        pool.submit(self._run_handler, conn, cmd, handler)
+
+    def _run_handler(self, conn: _Connection, cmd: RemotingCommand, handler: RequestHandler) -> None:
+        try:
+            response = handler(cmd)
+        except Exception as exc:
+            log.exception("handler for %s failed", code_name(cmd.code))
+            response = cmd.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}", language=self.language)
+        if response is None or cmd.is_oneway:
+            return
+        response.opaque = cmd.opaque
+        response.flag |= FLAG_RESPONSE
+        conn.reply(response)
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _connection(self, addr: str, timeout: float) -> _Connection:
+        """The live connection to ``addr``, opening one (once, even under concurrent callers)."""
+        with self._lock:
+            if self._closed:
+                raise errors.ConnectError("the remoting client is closed")
+            conn = self._connections.get(addr)
+            if conn is not None and conn.alive:
+                return conn
+            connect_lock = self._connect_locks.setdefault(addr, threading.Lock())
+        with connect_lock:
+            with self._lock:
+                conn = self._connections.get(addr)
+                if conn is not None and conn.alive:
+                    return conn
+            conn = self._open(addr, timeout)
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._connections[addr] = conn
+            if closed:
+                conn.close()
+                raise errors.ConnectError("the remoting client is closed")
+            return conn
+
+    def _open(self, addr: str, timeout: float) -> _Connection:
+        host, port = parse_address(addr)
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ConnectFailed(f"cannot connect to {addr}: {_describe_os_error(exc, timeout)}", addr) from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            transport: _Transport
+            if self._tls_context is not None:
+                hostname = host if self._tls_context.check_hostname else None
+                tls = _TlsTransport(sock, self._tls_context, hostname)
+                tls.handshake()
+                transport = tls
+            else:
+                transport = _PlainTransport(sock)
+            sock.settimeout(None)  # the reader blocks; callers time out on their futures
+        except OSError as exc:
+            sock.close()
+            raise ConnectFailed(f"cannot connect to {addr}: {_describe_os_error(exc, timeout)}", addr) from None
+        log.debug("connected to %s%s", addr, " (TLS)" if self._tls_context is not None else "")
+        return _Connection(self, addr, transport, self.max_frame_length)
+
+    def _forget_connection(self, conn: _Connection) -> None:
+        """A closed connection leaves the table, so the next use reconnects."""
+        with self._lock:
+            if self._connections.get(conn.addr) is conn:
+                del self._connections[conn.addr]
+
+    def close_connection(self, addr: str) -> None:
+        """Drop the connection to one address (e.g. after its broker moved)."""
+        with self._lock:
+            conn = self._connections.get(addr)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """Close every connection; waiting callers get ConnectionLost. Idempotent."""
+        with self._lock:
+            self._closed = True
+            conns = list(self._connections.values())
+            pool, self._handler_pool = self._handler_pool, None
+        for conn in conns:
+            conn.close()
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    def __enter__(self) -> RemotingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
+
+from mqadmin.mock.cluster import MockCluster
+
+
+def offsets(store: Store, group: str, topic: str = "TopicTest") -> dict[tuple[str, int], int]:
+    cluster = MockCluster(store.path)
+    try:
+        return {
+            (name, q): o
+            for name, b in cluster.brokers.items()
+            for q, o in b.offsets.get(f"{topic}@{group}", {}).items()
+        }
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("version", BROKER_VERSIONS)
+def test_seed_scenario_reset_before_first_message_then_restore(
+    version: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """The SMS outage story: 10,000 messages, a group consumed them all, re-consume from the start."""
+    store = make_store(version, count=10_000, groups={"sms": None})
+    before = offsets(store, "sms")
+    assert set(before.values()) == {1250}
+    r = cli(
+        "resetOffsetByTime",
+        "-n",
+        store.address,
+        "-g",
+        "sms",
+        "-t",
+        "TopicTest",
+        "-s",
+        str(store.start_ms - 60_000),
+        "--output",
+        "json",
+    )
+    assert r.code == 0, r.stderr
+    doc: Any = r.json()
+    assert doc["dry_run"] is False and doc["timestamp"] == store.start_ms - 60_000
+    assert all(q["new_offset"] == q["min_offset"] == 0 and q["old_offset"] == 1250 for q in doc["queues"])
+    expected_method = "server-side" if version.startswith("5") else "direct offset update (no consumer online)"
+    assert set(doc["method"]) == {"broker-a", "broker-b"}
+    assert all(expected_method in m for m in doc["method"].values())
+    assert set(offsets(store, "sms").values()) == {0}
+    backup = Path(doc["backup"])
+    assert backup.exists() and "backup of the current offsets" in r.stderr
+    saved = json.loads(backup.read_text())
+    assert saved["group"] == "sms" and {o["offset"] for o in saved["offsets"]} == {1250}
+
+    dry = cli("restoreOffset", "-n", store.address, "--from", str(backup), "--dry-run", "--json")
+    assert dry.code == 0 and all(q["new_offset"] == 1250 for q in dry.json()["queues"])  # type: ignore[index]
+    assert set(offsets(store, "sms").values()) == {0}
+    back = cli("restoreOffset", "-n", store.address, "--from", str(backup), "--json")
+    assert back.code == 0, back.stderr
+    assert offsets(store, "sms") == before
+
+
+def test_dry_run_changes_nothing(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], mqadmin_home: Path
+) -> None:
+    store = make_store(count=800, groups={"g": None})
+    r = cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "-1h", "--dry-run", "--json")
+    doc: Any = r.json()
+    assert r.code == 0 and doc["dry_run"] is True and doc["backup"] is None and doc["method"] is None
+    assert all(q["new_offset"] < q["old_offset"] for q in doc["queues"])
+    assert set(offsets(store, "g").values()) == {100}
+    assert not (mqadmin_home / "backups").exists()
+
+
+def test_table_plan_shows_redelivery(make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:
+    store = make_store(count=800, groups={"g": None})
+    out = cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "-1h", "--dry-run").stdout
+    assert "re-delivers" in out and "Dry run: nothing was changed." in out
+
+
+@pytest.mark.parametrize("version", BROKER_VERSIONS)
+def test_force_false_only_moves_back(
+    version: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    store = make_store(version, count=800, groups={"g": -1})  # nothing consumed
+    r = cli(
+        "resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "-1h", "-f", "false", "--json"
+    )
+    assert r.code == 0
+    assert set(offsets(store, "g").values()) == {0}
+    r = cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "-1h", "-f", "true", "--json")
+    assert r.code == 0 and all(40 <= o <= 60 for o in offsets(store, "g").values())
+
+
+@pytest.mark.parametrize("version", BROKER_VERSIONS)
+def test_now_and_future_land_on_max(
+    version: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    store = make_store(version, count=800, groups={"g": -1})
+    assert cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "now").code == 0
+    assert set(offsets(store, "g").values()) == {100}
+    store2 = make_store(version, count=800, groups={"g": -1})
+    r = cli("resetOffsetByTime", "-n", store2.address, "-g", "g", "-t", "TopicTest", "-s", "+1d", "--json")
+    assert r.code == 0 and "in the future" in r.stderr
+    assert set(offsets(store2, "g").values()) == {100}
+
+
+@pytest.mark.parametrize("version", BROKER_VERSIONS)
+def test_per_queue_form(version: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:
+    store = make_store(version, count=800, groups={"g": None})
+    r = cli(
+        "resetOffsetByTime",
+        "-n",
+        store.address,
+        "-g",
+        "g",
+        "-t",
+        "TopicTest",
+        "-b",
+        "broker-b",
+        "-q",
+        "2",
+        "-o",
+        "17",
+        "--json",
+    )
+    assert r.code == 0, r.stderr
+    doc: Any = r.json()
+    assert [(q["broker"], q["queue_id"], q["new_offset"]) for q in doc["queues"]] == [("broker-b", 2, 17)]
+    after = offsets(store, "g")
+    assert after[("broker-b", 2)] == 17 and after[("broker-a", 2)] == 100
+
+
+def test_time_and_queue_form(make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:
+    store = make_store(count=800, groups={"g": None})
+    r = cli(
+        "resetOffsetByTime",
+        "-n",
+        store.address,
+        "-g",
+        "g",
+        "-t",
+        "TopicTest",
+        "-b",
+        "broker-a",
+        "-s",
+        str(store.start_ms + HOUR_MS),
+        "--json",
+    )
+    assert r.code == 0
+    after = offsets(store, "g")
+    assert all(v < 100 for (b, _), v in after.items() if b == "broker-a")
+    assert all(v == 100 for (b, _), v in after.items() if b == "broker-b")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-g", "nope", "-t", "TopicTest", "-s", "-1h"], "unknown consumer group 'nope'"),
+        (["-g", "g", "-t", "Nope", "-s", "-1h"], "unknown topic 'Nope'"),
+        (["-g", "g", "-s", "-1h"], "Missing option"),
+        (["-g", "g", "-t", "TopicTest", "-s", "1700000000"], "epoch seconds"),
+        (["-g", "g", "-t", "TopicTest", "-s", "last tuesday"], "cannot read time"),
+        (["-g", "g", "-t", "TopicTest", "-b", "broker-a", "-q", "0", "-o", "999"], "outside queue 0 of broker-a"),
+        (["-g", "g", "-t", "TopicTest", "-b", "broker-a", "-q", "9", "-o", "1"], "queue 9 does not exist"),
+        (["-g", "g", "-t", "TopicTest", "-b", "broker-z", "-s", "-1h"], "does not serve topic"),
+        (["-g", "g", "-t", "TopicTest", "-s", "-1h", "-f", "maybe"], "takes true or false"),
+        (["-g", "g", "-t", "TopicTest"], "missing -s/--timestamp"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_changed(
+    args: list[str], message: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    store = make_store(count=80, groups={"g": None})
+    before = offsets(store, "g")
+    r = cli("resetOffsetByTime", "-n", store.address, *args)
+    assert r.code == 2, r.stderr
+    assert message in r.stderr and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert offsets(store, "g") == before
+
+
+def test_restore_rejects_bad_backups(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    store = make_store(count=80, groups={"g": None})
+    r = cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "-3h", "--json")
+    backup: str = r.json()["backup"]  # type: ignore[index]
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text("{not json")
+    wrong_format = tmp_path / "other.json"
+    wrong_format.write_text('{"hello": 1}')
+    cases = [
+        (["--from", str(tmp_path / "missing.json")], "does not exist"),
+        (["--from", str(corrupt)], "not readable JSON"),
+        (["--from", str(wrong_format)], "not an mqadmin offset backup"),
+        (["--from", backup, "-g", "other"], "is for group 'g'"),
+        (["--from", backup, "-t", "OtherTopic"], "is for group 'g' on topic 'TopicTest'"),
+    ]
+    for args, message in cases:
+        res = cli("restoreOffset", "-n", store.address, *args)
+        assert res.code == 2 and message in res.stderr, (args, res.stderr)

@@ -1,0 +1,79 @@
+"""Smoke test of the real-broker harness: each supported version boots, serves Java mqadmin,
+and leaves a consistent store behind after stop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from . import realbroker as rb
+
+pytestmark = pytest.mark.realbroker
+
+TOPIC = "SmokeTopic"
+GROUP = "SmokeGroup"
+
+
+def _rows(stdout: str, first: str) -> list[list[str]]:
+    """Whitespace-split table rows whose first column is ``first``."""
+    return [line.split() for line in stdout.splitlines() if line.split()[:1] == [first]]
+
+
+def test_ensure_dist_is_cached() -> None:
+    """The cache marker makes later resolutions free (no Maven run)."""
+    for version in rb.VERSIONS:
+        rb.ensure_dist(version)
+        started = time.monotonic()
+        lib = rb.ensure_dist(version)
+        assert time.monotonic() - started < 0.5
+        assert any(lib.glob(f"org.apache.rocketmq.rocketmq-tools-{version}.jar"))
+
+
+@pytest.mark.parametrize("version", rb.VERSIONS)
+def test_real_cluster_smoke(version: str, tmp_path: Path) -> None:
+    cluster = rb.RealCluster(version, tmp_path / "rmq")
+    with cluster:
+        name, addr = cluster.brokers[0]
+        assert cluster.namesrv_addr.startswith("127.0.0.1:")
+        assert addr.startswith("127.0.0.1:")
+
+        out = cluster.mqadmin("clusterList").stdout
+        (row,) = _rows(out, cluster.cluster_name)
+        assert row[:4] == [cluster.cluster_name, name, "0", addr]
+        assert row[4] == "V" + version.replace(".", "_")
+
+        out = cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC,
+                              "-r", "4", "-w", "4").stdout
+        assert f"create topic to {addr} success." in out
+        assert f"topicName={TOPIC}, readQueueNums=4, writeQueueNums=4, perm=RW-" in out
+
+        out = cluster.mqadmin("updateSubGroup", "-c", cluster.cluster_name, "-g", GROUP).stdout
+        assert f"create subscription group to {addr} success." in out
+        assert f"groupName={GROUP}, consumeEnable=true" in out
+
+        out = cluster.mqadmin("sendMessage", "-t", TOPIC, "-p", "hello", "-b", name,
+                              "-i", "2").stdout
+        assert _rows(out, name)[0][1:3] == ["2", "SEND_OK"]
+
+        out = cluster.mqadmin("topicStatus", "-t", TOPIC).stdout
+        offsets = {int(r[1]): (int(r[2]), int(r[3])) for r in _rows(out, name)}
+        assert offsets == {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 0)}
+
+        # Failures exit 0 with a stack trace; the checked wrapper must notice.
+        with pytest.raises(rb.MQAdminError):
+            cluster.mqadmin("topicStatus", "-t", "NoSuchTopic")
+
+        rb.commit_offset(addr, GROUP, TOPIC, 2, 1)
+        head, _ = rb.remoting_call(addr, rb.QUERY_CONSUMER_OFFSET,
+                                   {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 2})
+        assert head["code"] == 0 and head["extFields"]["offset"] == "1"
+
+    # A clean stop removes the abort marker and persists the committed offset.
+    assert cluster.unclean_stops == []
+    store = cluster.store_dirs[0]
+    assert not (store / "abort").exists()
+    table = rb.parse_fastjson(cluster.consumer_offset_file().read_bytes())["offsetTable"]
+    assert table[f"{TOPIC}@{GROUP}"] == {"2": 1}
+    assert (store / "commitlog" / "00000000000000000000").stat().st_size == 16 * 1024 * 1024

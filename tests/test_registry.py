@@ -1,0 +1,88 @@
+"""Every registered command keeps the SubCommand contract and the Java tool's letters."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from mqadmin.cli import options_of
+from mqadmin.errors import UsageError
+from mqadmin.registry import SubCommand, commands, lookup, temporarily_registered
+
+#: option letters each command shares with the Java mqadmin (ResetOffsetByTimeCommand,
+#: ConsumerProgressSubCommand); -n is everyone's name server option (ServerUtil).
+JAVA_LETTERS = {
+    "resetOffsetByTime": {
+        "-g": "group",
+        "-t": "topic",
+        "-s": "timestamp",
+        "-f": "force",
+        "-b": "broker",
+        "-q": "queue",
+        "-o": "offset",
+        "-c": "cplus",
+    },
+    "consumerProgress": {"-g": "group", "-t": "topic"},
+    "queryOffset": {"-g": "group", "-t": "topic", "-s": "timestamp"},
+}
+
+
+@pytest.mark.parametrize("cls", commands(), ids=lambda c: c.name)
+def test_contract(cls: type[SubCommand]) -> None:
+    assert cls.summary() and cls.summary() == (cls.__doc__ or "").strip().splitlines()[0]
+    assert lookup(cls.name) is cls and lookup(cls.kebab()) is cls
+    flags = [f for o in options_of(cls) for f in o.flags]
+    duplicates = [f for f, n in Counter(flags).items() if n > 1]
+    assert not duplicates, f"{cls.name} declares {duplicates} twice"
+    assert cls.__name__.endswith("Command")
+    if cls.uses_broker:
+        assert any("-n" in o.flags for o in options_of(cls))
+
+
+@pytest.mark.parametrize("name", sorted(JAVA_LETTERS))
+def test_java_letters(name: str) -> None:
+    by_letter = {o.short: o.dest for o in options_of(lookup(name)) if o.short}
+    for letter, dest in JAVA_LETTERS[name].items():
+        assert by_letter.get(letter) == dest, f"{name} {letter}"
+    assert by_letter.get("-n") == "namesrv"
+
+
+def test_did_you_mean() -> None:
+    with pytest.raises(UsageError, match="did you mean 'consumerProgress'"):
+        lookup("consumerprogres")
+    with pytest.raises(UsageError, match="unknown command 'zzz'"):
+        lookup("zzz")
+
+
+def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import dataclass
+
+    from mqadmin.output import Table
+
+    @dataclass
+    class Hello:
+        who: str
+
+        def to_json(self) -> dict[str, str]:
+            return {"hello": self.who}
+
+        def table(self) -> Table:
+            return Table(["hello"], [[self.who]])
+
+    class HelloCommand(SubCommand):
+        """Say hello."""
+
+        name = "helloWorld"
+        uses_broker = False
+        options = ()
+
+        def execute(self, ctx, **params):  # type: ignore[no-untyped-def]
+            return Hello("world")
+
+    undo = temporarily_registered(HelloCommand)
+    try:
+        r = cli("hello-world")
+        assert r.code == 0 and "world" in r.stdout
+    finally:
+        undo()
