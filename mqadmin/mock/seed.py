@@ -15,7 +15,7 @@ DEMO_GROUP_DONE = "demo_group_done"
 DEMO_MESSAGES = 20_000
 DEMO_SPAN_MS = 3 * 3600 * 1000
 #: demo_group stopped consuming this long ago, so it lags
-DEMO_LAG_MS = 40 * 60 * 1000
+DEMO_LAG_MS = 20 * 60 * 1000
 
 
 def fill_topic(

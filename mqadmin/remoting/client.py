@@ -403,8 +403,7 @@ class PendingReply:
         except FutureTimeout:
             self._conn.forget(self.request.opaque)
             raise RequestTimeout(
-                f"timed out after {_seconds(self.timeout)} s waiting for {self.addr}"
-                f" ({code_name(self.request.code)})",
+                f"timed out after {_seconds(self.timeout)} s waiting for {self.addr} ({code_name(self.request.code)})",
                 self.addr,
             ) from None
 
