@@ -205,3 +205,51 @@ def test_restore_rejects_bad_backups(
     for args, message in cases:
         res = cli("restoreOffset", "-n", store.address, *args)
         assert res.code == 2 and message in res.stderr, (args, res.stderr)
+
+
+def _run_on_terminal(args: list[str], answer: str) -> tuple[int, str]:
+    """Run with stdin on a pseudo-terminal, as a person at a shell would, and answer the question."""
+    import os
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mqadmin", *args],
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(master, answer.encode())
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        os.close(slave)
+    return proc.returncode, err
+
+
+def test_terminal_confirmation(make_store: Callable[..., Store]) -> None:
+    store = make_store(count=80, groups={"g": None})
+    args = ["resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", "-3h"]
+    code, err = _run_on_terminal(args, "n\n")
+    assert code == 2 and "Apply to 8 queue(s)" in err and "cancelled; nothing was changed" in err
+    assert "re-delivers" in err  # the plan is shown before the question
+    assert set(offsets(store, "g").values()) == {10}
+    code, err = _run_on_terminal(args, "y\n")
+    assert code == 0, err
+    assert set(offsets(store, "g").values()) == {0}
+
+
+def test_unknown_group_and_topic_in_queries(make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:
+    store = make_store(count=80, groups={"g": None})
+    for args, message in [
+        (["queryOffset", "-t", "Nope"], "unknown topic 'Nope'"),
+        (["queryOffset", "-t", "TopicTest", "-g", "nope"], "unknown consumer group 'nope'"),
+        (["consumerProgress", "-g", "nope"], "unknown consumer group 'nope'"),
+        (["queryOffset", "-t", "TopicTest", "-s", "1700000000"], "epoch seconds"),
+        (["consumerProgress", "-g", "g", "--max-lag-time", "soon"], "cannot read duration"),
+    ]:
+        r = cli(*args, "-n", store.address)
+        assert r.code == 2 and message in r.stderr and r.stdout == "", (args, r.stderr)
