@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue, OffsetWrapper, TopicRoute
@@ -12,6 +14,8 @@ from mqadmin.timeparse import format_time
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
+    from mqadmin.context import Context
+    from mqadmin.localstore import OffsetsFile
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,3 +66,72 @@ def store_time_at(admin: Admin, mq: MessageQueue, offset: int) -> int | None:
 def time_fields(prefix: str, ms: int | None, tz: object = None) -> dict[str, object]:
     """``{prefix: ms, prefix_iso: "..."}``: JSON carries times as epoch ms plus ISO-8601."""
     return {prefix: ms, f"{prefix}_iso": format_time(ms, tz)}  # type: ignore[arg-type]
+
+
+def has_broker(ctx: Context) -> bool:
+    """Whether a broker address was given (-n or NAMESRV_ADDR)."""
+    return bool(ctx.address or os.environ.get("NAMESRV_ADDR"))
+
+
+def is_offline(admin: Admin) -> bool:
+    """A stopped broker's store (``store:``): read-only, no clients, no TPS."""
+    return admin.address.startswith("store:")
+
+
+def open_admin(ctx: Context) -> Admin:
+    """The read-only backend, with whatever it has to say about its data on stderr (once)."""
+    admin = ctx.admin()
+    if admin not in _TOLD:
+        for note in getattr(admin, "notes", ()):
+            ctx.env.warn(str(note))
+        _TOLD.add(admin)
+    return admin
+
+
+#: backends whose notes were printed already (one open backend per run)
+_TOLD: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def refuse_offline_write(ctx: Context, what: str) -> None:
+    """Writing commands stop before planning anything when -n is a read-only store."""
+    address = ctx.address or os.environ.get("NAMESRV_ADDR") or ""
+    if address.strip().startswith("store:"):
+        raise errors.UsageError(
+            f"{address.strip()} is a broker's store, opened read-only: {what} cannot change it "
+            "(--dry-run shows the plan; to apply it, start the broker and use its address)"
+        )
+
+
+def local_notes(ctx: Context, files: list[OffsetsFile]) -> None:
+    """Say which clients' offsets came from the .bak, or from nowhere, as the client would load them."""
+    for f in files:
+        if f.note:
+            ctx.env.warn(f"{f.client} ({f.group}): {f.note}")
+
+
+def check_clients_stopped(ctx: Context, admin: Admin | None, group: str, while_running: bool) -> None:
+    """A running broadcast consumer rewrites offsets.json every few seconds: refuse to race it."""
+    if admin is None:
+        ctx.env.warn(
+            f"no -n: cannot check whether group {group}'s clients are running; a running broadcast consumer "
+            "rewrites its offsets.json within seconds, so stop it first"
+        )
+        return
+    try:
+        conn = admin.consumer_connections(group)
+    except errors.ConsumerNotOnline:
+        return
+    except errors.MqadminError as exc:
+        ctx.env.warn(f"could not check whether group {group} is online: {exc}")
+        return
+    if not conn.connections:
+        return
+    ids = ", ".join(sorted(c.client_id for c in conn.connections))
+    online = f"group {group} has {len(conn.connections)} client(s) online ({conn.message_model}: {ids})"
+    if while_running:
+        ctx.env.warn(f"{online}; writing anyway (--while-running): a running client may overwrite the change")
+        return
+    raise errors.UsageError(
+        f"{online}: a running broadcast consumer rewrites its offsets.json within seconds and would undo this; "
+        "stop the clients first (or pass --while-running, which is unsafe)"
+    )

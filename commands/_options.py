@@ -22,3 +22,21 @@ BACKUP = Opt(
 
 def required(opt: Opt) -> Opt:
     return Opt(opt.dest, opt.flags, opt.help, opt.kind, opt.default, True, opt.metavar, opt.choices)
+
+
+LOCAL_STORE = Opt(
+    "local_store",
+    ("--local-store",),
+    "Broadcast consumers' local offsets instead of the broker's: one offsets.json, a client's offsets folder, "
+    "or a tree collected from many hosts (one row per client); with -n the broker adds min/max offsets and lag "
+    "(mqadmin extension)",
+    metavar="PATH",
+)
+WHILE_RUNNING = Opt(
+    "while_running",
+    ("--while-running",),
+    "UNSAFE: write local offsets even though -n shows the group's clients online (a running broadcast consumer "
+    "rewrites its offsets.json every few seconds and will likely undo the change; mqadmin extension)",
+    kind=bool,
+    default=False,
+)

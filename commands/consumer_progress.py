@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import fan_out, group_offsets, store_time_at, time_fields
-from mqadmin.commands._options import GROUP, TOPIC
+from mqadmin.commands._common import (
+    fan_out,
+    group_offsets,
+    has_broker,
+    is_offline,
+    local_notes,
+    open_admin,
+    store_time_at,
+    time_fields,
+)
+from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -16,6 +26,10 @@ from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_duration, format_java, parse_duration_ms
 from mqadmin.versions import version_desc
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
+    from mqadmin.localstore import OffsetsFile
 
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
 
@@ -47,6 +61,8 @@ class GroupProgress:
     queues: list[ProgressRow]
     tz: tzinfo | None = None
     check_failure: str | None = None
+    #: read from a stopped broker's store: there is no consume rate to show
+    offline: bool = False
 
     @property
     def diff_total(self) -> int:
@@ -59,7 +75,7 @@ class GroupProgress:
     def to_json(self) -> dict[str, Any]:
         return {
             "group": self.group,
-            "tps": round(self.tps, 2),
+            "tps": None if self.offline else round(self.tps, 2),
             "diff_total": self.diff_total,
             "lag_time_ms": self.lag_time_ms,
             "queues": [
@@ -96,7 +112,7 @@ class GroupProgress:
             for q in self.queues
         ]
         footer = [
-            f"Consume TPS: {self.tps:.2f}",
+            "Consume TPS: n/a (offline store)" if self.offline else f"Consume TPS: {self.tps:.2f}",
             f"Consume Diff Total: {self.diff_total}",
             f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
             f"Lag Time: {format_duration(self.lag_time_ms)} (age of the oldest unconsumed message)",
@@ -165,6 +181,7 @@ class ConsumerProgressCommand(SubCommand):
     options = (
         GROUP,
         TOPIC,
+        LOCAL_STORE,
         Opt(
             "max_lag", ("--max-lag",), "Check: exit 3 if a group's Diff Total exceeds N messages", kind=int, metavar="N"
         ),
@@ -176,13 +193,17 @@ class ConsumerProgressCommand(SubCommand):
         ),
     )
 
-    def execute(self, ctx: Context, **params: Any) -> GroupProgress | AllGroupsProgress:
+    def execute(
+        self, ctx: Context, **params: Any
+    ) -> GroupProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
         max_lag: int | None = params.get("max_lag")
         max_lag_time = parse_duration_ms(params["max_lag_time"]) if params.get("max_lag_time") else None
         if max_lag is not None and max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
-        admin = ctx.admin()
         group: str | None = params.get("group")
+        if params.get("local_store"):
+            return _local(ctx, Path(params["local_store"]), group, params.get("topic"), max_lag, max_lag_time)
+        admin = open_admin(ctx)
         if group:
             result = self._one_group(ctx, group, params.get("topic"))
             breaches = _breaches(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
@@ -206,7 +227,7 @@ class ConsumerProgressCommand(SubCommand):
         if not offsets:
             _online_or_unknown(ctx, group, topic)
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
-        return GroupProgress(group, tps, rows, ctx.tz)
+        return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin))
 
     def _summary(self, ctx: Context, group: str, *, with_lag: bool) -> GroupSummary:
         admin = ctx.admin()
@@ -269,3 +290,220 @@ def _breaches(group: str, diff: int, lag_ms: int, max_lag: int | None, max_lag_t
     if max_lag_time is not None and lag_ms > max_lag_time:
         out.append(f"{group}: lag {format_duration(lag_ms)} > --max-lag-time {format_duration(max_lag_time)}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Broadcast consumers: offsets from the clients' local files (--local-store)
+
+
+@dataclass
+class LocalRow:
+    client: str
+    topic: str
+    broker: str
+    queue_id: int
+    broker_offset: int | None
+    consumer_offset: int | None
+    last_timestamp: int | None = None
+    lag_time_ms: int | None = None
+
+    @property
+    def diff(self) -> int | None:
+        if self.broker_offset is None or self.consumer_offset is None:
+            return None
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass
+class LocalGroupProgress:
+    """One group's progress per client and queue, read from the clients' offsets files."""
+
+    group: str
+    queues: list[LocalRow]
+    files: list[OffsetsFile]
+    tz: tzinfo | None = None
+    check_failure: str | None = None
+
+    @property
+    def diff_total(self) -> int | None:
+        diffs = [q.diff for q in self.queues if q.diff is not None]
+        return sum(diffs) if diffs else None
+
+    @property
+    def lag_time_ms(self) -> int | None:
+        lags = [q.lag_time_ms for q in self.queues if q.lag_time_ms is not None]
+        return max(lags) if lags else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "tps": None,
+            "diff_total": self.diff_total,
+            "lag_time_ms": self.lag_time_ms,
+            "queues": [
+                {
+                    "client": q.client,
+                    "topic": q.topic,
+                    "broker": q.broker,
+                    "queue_id": q.queue_id,
+                    "broker_offset": q.broker_offset,
+                    "consumer_offset": q.consumer_offset,
+                    "diff": q.diff,
+                    **time_fields("last_timestamp", q.last_timestamp, self.tz),
+                    "lag_time_ms": q.lag_time_ms,
+                }
+                for q in self.queues
+            ],
+            "local_store": [f.to_json() for f in self.files],
+        }
+
+    def table(self) -> Table:
+        columns = ["Client", "Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff"]
+        columns += ["LastTime", "Lag Time"]
+        rows = [
+            [
+                q.client,
+                q.topic,
+                q.broker,
+                q.queue_id,
+                q.broker_offset,
+                q.consumer_offset,
+                q.diff,
+                format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
+                None if q.lag_time_ms is None else (format_duration(q.lag_time_ms) if q.diff else "0"),
+            ]
+            for q in self.queues
+        ]
+        diff = "n/a (needs -n)" if self.diff_total is None else str(self.diff_total)
+        footer = [
+            "Consume TPS: n/a (local offsets)",
+            f"Consume Diff Total: {diff}",
+        ]
+        if self.lag_time_ms is not None:
+            footer.append(f"Lag Time: {format_duration(self.lag_time_ms)} (age of the oldest unconsumed message)")
+        footer += [f"{f.client}: {f.path} (read {f.source})" for f in self.files]
+        return Table(columns, rows, title=f"Consumer group {self.group} (broadcast, local offsets)", footer=footer)
+
+
+@dataclass
+class LocalSummary:
+    group: str
+    client: str
+    queues: int
+    source: str
+    diff_total: int | None
+    lag_time_ms: int | None
+
+
+@dataclass
+class LocalGroupsProgress:
+    """One line per client and group found under the path."""
+
+    groups: list[LocalSummary]
+    check_failure: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "groups": [
+                {
+                    "group": g.group,
+                    "client": g.client,
+                    "queues": g.queues,
+                    "source": g.source,
+                    "diff_total": g.diff_total,
+                    "lag_time_ms": g.lag_time_ms,
+                }
+                for g in self.groups
+            ]
+        }
+
+    def table(self) -> Table:
+        rows = [
+            [
+                g.group,
+                g.client,
+                g.queues,
+                g.source,
+                g.diff_total,
+                None if g.lag_time_ms is None else format_duration(g.lag_time_ms),
+            ]
+            for g in self.groups
+        ]
+        columns = ["Group", "Client", "Queues", "Read From", "Diff Total", "Lag Time"]
+        return Table(columns, rows, title="Broadcast consumer groups (local offsets)")
+
+
+def _local(
+    ctx: Context,
+    path: Path,
+    group: str | None,
+    topic: str | None,
+    max_lag: int | None,
+    max_lag_time: int | None,
+) -> LocalGroupProgress | LocalGroupsProgress:
+    from mqadmin.localstore import find_offset_files
+
+    files = find_offset_files(path, group)
+    local_notes(ctx, files)
+    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
+    if admin is None and (max_lag is not None or max_lag_time is not None):
+        raise errors.UsageError("--max-lag and --max-lag-time need -n: the broker knows how far the queues go")
+    rows_of = {id(f): _local_rows(ctx, admin, f, topic) for f in files}
+    if group is not None:
+        rows = [r for f in files for r in rows_of[id(f)]]
+        result = LocalGroupProgress(group, rows, files, ctx.tz)
+        breaches = _breaches(group, result.diff_total or 0, result.lag_time_ms or 0, max_lag, max_lag_time)
+        result.check_failure = "; ".join(breaches) or None
+        return result
+    summaries = []
+    for f in files:
+        rows = rows_of[id(f)]
+        diffs = [r.diff for r in rows if r.diff is not None]
+        lags = [r.lag_time_ms for r in rows if r.lag_time_ms is not None]
+        summaries.append(
+            LocalSummary(
+                f.group,
+                f.client,
+                len(rows),
+                f.source,
+                sum(diffs) if diffs else None,
+                max(lags) if lags else None,
+            )
+        )
+    breaches = [
+        b
+        for s in summaries
+        for b in _breaches(f"{s.group} ({s.client})", s.diff_total or 0, s.lag_time_ms or 0, max_lag, max_lag_time)
+    ]
+    return LocalGroupsProgress(summaries, "; ".join(breaches) or None)
+
+
+def _local_rows(ctx: Context, admin: Admin | None, f: OffsetsFile, topic: str | None) -> list[LocalRow]:
+    """The file's queues (with -n, every queue of the file's topics, also those it has no offset for)."""
+    queues = {mq for mq in f.offsets if topic is None or mq.topic == topic}
+    if admin is not None:
+        for t in sorted({mq.topic for mq in queues} | ({topic} if topic else set())):
+            try:
+                queues.update(admin.topic_route(t).message_queues())
+            except errors.TopicNotExist:
+                pass
+
+    def row(mq: MessageQueue) -> LocalRow:
+        offset = f.offsets.get(mq)
+        r = LocalRow(f.client, mq.topic, mq.broker_name, mq.queue_id, None, offset)
+        if admin is None:
+            return r
+        try:
+            r.broker_offset = admin.max_offset(mq)
+        except errors.MqadminError:
+            return r
+        if offset is not None and offset > 0:
+            r.last_timestamp = store_time_at(admin, mq, offset - 1)
+        if offset is not None:
+            r.lag_time_ms = 0
+            if r.diff:
+                oldest = store_time_at(admin, mq, max(offset, admin.min_offset(mq)))
+                r.lag_time_ms = max(ctx.now - oldest, 0) if oldest else None
+        return r
+
+    return fan_out(row, sorted(queues))

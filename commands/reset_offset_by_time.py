@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import fan_out, group_offsets, route_of
-from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TIMESTAMP, TOPIC, YES, required
-from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_plan
+from mqadmin.commands._common import (
+    check_clients_stopped,
+    fan_out,
+    group_offsets,
+    has_broker,
+    local_notes,
+    open_admin,
+    refuse_offline_write,
+    route_of,
+)
+from mqadmin.commands._options import (
+    BACKUP,
+    DRY_RUN,
+    GROUP,
+    LOCAL_STORE,
+    TIMESTAMP,
+    TOPIC,
+    WHILE_RUNNING,
+    YES,
+    required,
+)
+from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, TopicRoute
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_time
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
 
 
 def parse_bool(text: str, flag: str) -> bool:
@@ -54,13 +77,16 @@ class ResetOffsetByTimeCommand(SubCommand):
         Opt(
             "cplus",
             ("-c", "--cplus"),
-            "Accepted for compatibility with the Java tool; ignored",
+            "Send the reset as a C++ client would, so online C++ consumers can apply it (mqadmin does this "
+            "by itself when it sees a C++ consumer online)",
             kind=bool,
             default=False,
         ),
         DRY_RUN,
         YES,
         BACKUP,
+        LOCAL_STORE,
+        WHILE_RUNNING,
     )
 
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
@@ -77,8 +103,12 @@ class ResetOffsetByTimeCommand(SubCommand):
         ts = ctx.time(params["timestamp"]) if params.get("timestamp") is not None else None
         if ts is not None and ts > ctx.now:
             ctx.env.warn(f"{format_time(ts, ctx.tz)} is in the future: every queue lands on its max offset")
+        if params.get("local_store"):
+            return _local(ctx, params, group, topic, ts, force)
+        if not params.get("dry_run"):
+            refuse_offline_write(ctx, "resetOffsetByTime")
 
-        admin = ctx.admin()
+        admin = open_admin(ctx)
         route = route_of(admin, topic)
         queues = _select(route, broker_opt, queue_opt)
         current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
@@ -95,12 +125,13 @@ class ResetOffsetByTimeCommand(SubCommand):
             if offset_opt is not None:
                 return int(offset_opt)
             assert ts is not None
-            if ts >= ctx.now:
+            if ts >= ctx.now and r.max_offset is not None:
                 return r.max_offset
             return int(admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts))
 
         for r, new in zip(rows, fan_out(target, rows), strict=True):
-            r.new_offset = new if force or new < r.old_offset else r.old_offset
+            old = new if r.old_offset is None else r.old_offset
+            r.new_offset = new if force or new < old else old
         result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz)
         # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
         reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
@@ -111,6 +142,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             force=force,
             backup_path=params.get("backup"),
             explicit=offset_opt is not None,
+            cplus=True if params.get("cplus") else None,
         )
 
 
@@ -132,3 +164,61 @@ def _select(route: TopicRoute, broker: str | None, queue: int | None) -> list[Me
             )
         queues = picked
     return queues
+
+
+def _local(ctx: Context, params: dict[str, Any], group: str, topic: str, ts: int | None, force: bool) -> ResetResult:
+    """Reset the offsets in broadcast clients' files: the broker (-n) only answers min/max and
+    the time search; each client's file is rewritten the client's way."""
+    from mqadmin.localstore import find_offset_files
+
+    local_path = str(params["local_store"])
+    files = find_offset_files(Path(local_path), group)
+    local_notes(ctx, files)
+    broken = [f for f in files if f.broken]
+    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
+    if ts is not None and admin is None:
+        raise errors.UsageError("-s needs -n: the time search comes from the broker (or store:///its/store)")
+    broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
+    if admin is not None:
+        queues = _select(route_of(admin, topic), broker_opt, queue_opt)
+    else:
+        queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})
+        if broker_opt is not None:
+            queues = [mq for mq in queues if mq.broker_name == broker_opt]
+            if queue_opt is not None:
+                queues = [MessageQueue(topic, broker_opt, int(queue_opt))]
+        if not queues:
+            raise errors.UsageError(f"the offsets files under {local_path} have no queue of topic {topic!r}")
+    if not params.get("dry_run"):
+        check_clients_stopped(ctx, admin, group, bool(params.get("while_running")))
+        if broken:
+            ctx.env.warn(
+                "rewriting files the client cannot load: " + ", ".join(f"{f.client} ({f.path})" for f in broken)
+            )
+
+    def bounds(mq: MessageQueue) -> tuple[int | None, int | None, int | None]:
+        if admin is None:
+            return None, None, None
+        lo, hi = admin.min_offset(mq), admin.max_offset(mq)
+        if offset_opt is not None:
+            if not lo <= offset_opt <= hi:
+                raise errors.UsageError(
+                    f"-o {offset_opt} is outside queue {mq.queue_id} of {mq.broker_name}: [{lo}, {hi}]"
+                )
+            return lo, hi, int(offset_opt)
+        assert ts is not None
+        return lo, hi, (hi if ts >= ctx.now else int(admin.search_offset(mq, ts)))
+
+    targets = dict(zip(queues, fan_out(bounds, queues), strict=True))
+    rows = []
+    for f in files:
+        for mq in queues:
+            lo, hi, new = targets[mq]
+            if new is None:
+                new = int(offset_opt) if offset_opt is not None else 0
+            old = f.offsets.get(mq)
+            if not force and old is not None and new > old:
+                new = old
+            rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, new, client=f.client))
+    result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz, local_files=files)
+    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import group_offsets, route_of
-from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES
-from mqadmin.commands._reset import ResetResult, current_rows, execute_plan
+from mqadmin.commands._common import (
+    check_clients_stopped,
+    fan_out,
+    group_offsets,
+    has_broker,
+    local_notes,
+    open_admin,
+    refuse_offline_write,
+    route_of,
+)
+from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
+from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.safety import OffsetBackup
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
 
 
 @register
@@ -32,6 +45,8 @@ class RestoreOffsetCommand(SubCommand):
         DRY_RUN,
         YES,
         BACKUP,
+        LOCAL_STORE,
+        WHILE_RUNNING,
     )
 
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
@@ -41,7 +56,19 @@ class RestoreOffsetCommand(SubCommand):
                 raise errors.UsageError(
                     f"backup {params['from_']} is for group {backup.group!r} on topic {backup.topic!r}, not {opt} {value!r}"
                 )
-        admin = ctx.admin()
+        from mqadmin.localstore import backup_rows
+
+        rows_with_clients = [r for r in backup_rows(Path(params["from_"])) if r.get("client")]
+        if params.get("local_store"):
+            return _local(ctx, params, backup, rows_with_clients)
+        if rows_with_clients:
+            raise errors.UsageError(
+                f"backup {params['from_']} holds broadcast clients' local offsets ({backup.address}): "
+                "restore it with --local-store PATH"
+            )
+        if not params.get("dry_run"):
+            refuse_offline_write(ctx, "restoreOffset")
+        admin = open_admin(ctx)
         route = route_of(admin, backup.topic)
         known = set(route.message_queues())
         wanted = {MessageQueue(backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets}
@@ -55,7 +82,7 @@ class RestoreOffsetCommand(SubCommand):
         rows = current_rows(admin, sorted(wanted), current)
         for r in rows:
             r.new_offset = wanted[MessageQueue(backup.topic, r.broker, r.queue_id)]
-            if r.new_offset < r.min_offset:
+            if r.min_offset is not None and r.new_offset < r.min_offset:
                 ctx.env.warn(
                     f"{r.broker} queue {r.queue_id}: backup offset {r.new_offset} is below the min offset "
                     f"{r.min_offset} (messages expired); consumers will start at {r.min_offset}"
@@ -70,3 +97,64 @@ class RestoreOffsetCommand(SubCommand):
             tz=ctx.tz,
         )
         return execute_plan(ctx, result, reset_ts=None, force=True, backup_path=params.get("backup"), explicit=True)
+
+
+def _local(
+    ctx: Context, params: dict[str, Any], backup: OffsetBackup, client_rows: list[dict[str, Any]]
+) -> ResetResult:
+    """Put clients' local offsets back. A local backup names each row's client (matched by file,
+    then by client name); a broker backup is applied to every client of the group found."""
+    from mqadmin.localstore import find_offset_files
+
+    local_path = str(params["local_store"])
+    files = find_offset_files(Path(local_path), backup.group)
+    local_notes(ctx, files)
+    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
+    by_path = {str(f.path.resolve()): f for f in files}
+    by_client = {f.client: f for f in files}
+    wanted: dict[tuple[str, MessageQueue], int] = {}
+    if client_rows:
+        for r in client_rows:
+            f = by_path.get(str(Path(str(r.get("file", ""))).resolve())) or by_client.get(str(r["client"]))
+            if f is None:
+                raise errors.UsageError(
+                    f"the backup names client {r['client']!r} ({r.get('file')}), which {local_path} does not have"
+                )
+            wanted[(f.client, MessageQueue(backup.topic, str(r["broker"]), int(r["queue_id"])))] = int(r["offset"])
+    else:
+        for f in files:
+            for o in backup.offsets:
+                wanted[(f.client, MessageQueue(backup.topic, o["broker"], o["queue_id"]))] = int(o["offset"])
+    queues = sorted({mq for _, mq in wanted})
+    if admin is not None:
+        known = set(route_of(admin, backup.topic).message_queues())
+        missing = sorted(set(queues) - known)
+        if missing:
+            raise errors.UsageError(f"backup names queues the topic no longer has: {', '.join(map(str, missing))}")
+    if not params.get("dry_run"):
+        check_clients_stopped(ctx, admin, backup.group, bool(params.get("while_running")))
+
+    def bounds(mq: MessageQueue) -> tuple[int | None, int | None]:
+        return (None, None) if admin is None else (admin.min_offset(mq), admin.max_offset(mq))
+
+    limits = dict(zip(queues, fan_out(bounds, queues), strict=True))
+    rows = []
+    for (client, mq), offset in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        lo, hi = limits[mq]
+        rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, by_client[client].offsets.get(mq), offset, client))
+        if lo is not None and offset < lo:
+            ctx.env.warn(
+                f"{client}: {mq.broker_name} queue {mq.queue_id}: backup offset {offset} is below the min offset {lo} "
+                f"(messages expired); the client will start at {lo}"
+            )
+    result = ResetResult(
+        backup.group,
+        backup.topic,
+        None,
+        bool(params.get("dry_run")),
+        rows,
+        restored_from=str(params["from_"]),
+        tz=ctx.tz,
+        local_files=files,
+    )
+    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)

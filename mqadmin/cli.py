@@ -34,6 +34,13 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
     Opt("json_", ("--json",), "Same as --output json", kind=bool, default=False),
     Opt("tz", ("--tz",), "Time zone for times without an offset and for display (default: local)", metavar="ZONE"),
     Opt("timeout", ("--timeout",), "Seconds to wait for each broker reply", kind=float, default=3.0),
+    Opt("access_key", ("--access-key",), "ACL access key (default: $MQADMIN_ACCESS_KEY or the profile)", metavar="AK"),
+    Opt("secret_key", ("--secret-key",), "ACL secret key (default: $MQADMIN_SECRET_KEY or the profile)", metavar="SK"),
+    Opt("profile", ("--profile",), "Section of $MQADMIN_HOME/config.ini to take -n, keys and TLS from", metavar="NAME"),
+    Opt("tls", ("--tls",), "Use TLS on the remoting connections", kind=bool, default=False),
+    Opt("tls_ca", ("--tls-ca",), "CA bundle to verify the brokers with (implies --tls)", metavar="FILE"),
+    Opt("tls_cert", ("--tls-cert",), "Client certificate, when the cluster asks for one (implies --tls)", metavar="FILE"),
+    Opt("tls_key", ("--tls-key",), "Key of the client certificate", metavar="FILE"),
     Opt("no_color", ("--no-color",), "No colour (NO_COLOR is honoured too)", kind=bool, default=False),
     Opt(
         "traceback", ("--traceback",), "Show the Python traceback on errors (for bug reports)", kind=bool, default=False
@@ -96,12 +103,16 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if common.get("no_color"):
         env.color = False
+    from mqadmin.config import connection_settings
+
+    address, connect_options = connection_settings(common)
     ctx = Context(
-        address=common.get("namesrv"),
+        address=address,
         timeout=float(common.get("timeout") or 3.0),
         tz=resolve_tz(common.get("tz")),
         env=env,
         assume_yes=bool(params.get("yes", False)),
+        connect_options=connect_options,
     )
     try:
         result = cls().execute(ctx, **params)

@@ -84,6 +84,7 @@ class Admin(Protocol):
         broker_name: str | None = None,
         queue_id: int = -1,
         offset: int = -1,
+        cplus: bool = False,
     ) -> dict[MessageQueue, int]: ...
 
     # messages
@@ -114,10 +115,12 @@ def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = Fals
 
         return open_mock(addr, read_only=read_only)
     if addr.startswith("store:"):
-        raise UsageError("store:// addresses are not supported yet")
+        from mqadmin.offline import open_store  # read-only whatever ``read_only`` says
+
+        return open_store(addr)
     from mqadmin.remoting.backend import RemotingAdmin  # type: ignore[import-not-found,unused-ignore]
 
-    return RemotingAdmin(addr, timeout=timeout, **options)  # type: ignore[no-any-return,unused-ignore]
+    return RemotingAdmin(addr, timeout=timeout, **options)  # type: ignore[arg-type,no-any-return,unused-ignore]
 
 
 __all__ = ["Admin", "BrokerData", "BrokerInfo", "connect", "default_home", "resolve_address"]

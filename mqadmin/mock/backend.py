@@ -178,6 +178,7 @@ class MockAdmin:
         broker_name: str | None = None,
         queue_id: int = -1,
         offset: int = -1,
+        cplus: bool = False,
     ) -> dict[MessageQueue, int]:
         route = self.topic_route(topic)
         names = [broker_name] if broker_name else [b.broker_name for b in route.brokers]

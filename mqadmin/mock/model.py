@@ -429,6 +429,19 @@ class MockBroker:
         max_bytes: int = 4 << 20,
     ) -> PullOutcome:
         """getMessage + the broker's status mapping (protocol doc §5.3); records stay encoded."""
+        with self._lock:
+            return self._pull(group, topic, queue_id, offset, max_nums, tags, max_bytes)
+
+    def _pull(
+        self,
+        group: str | None,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        tags: set[str] | None,
+        max_bytes: int,
+    ) -> PullOutcome:
         cq = self._queue(topic, queue_id)
         lo, hi = cq.min_offset, cq.max_offset
         if group is not None and self.server_side_reset:

@@ -4,7 +4,10 @@
 file; a BLANK record fills a file's tail), ``consumequeue/<topic>/<queueId>/<20-digit start
 byte>`` files of 20-byte entries (commit-log offset, size, tags hash), and ``config/*.json``
 (topics, subscription groups, consumer offsets with ``topic@group`` keys). The same reader
-opens a stopped real broker's store (files preallocated with zeros are handled).
+opens a stopped real broker's store (files preallocated with zeros are handled); with
+``offline=True`` it also bounds each queue as a broker does when it loads a store: entries
+whose commit-log file has expired are skipped, and a tail pointing past the end of the commit
+log (a broker killed before its flush) is dropped.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import bisect
 import os
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mqadmin import fastjson
 from mqadmin.errors import StoreError
-from mqadmin.message import MAGIC_BLANK, encode_message, read_store_timestamp, tags_code
+from mqadmin.message import MAGIC_BLANK, MAGIC_V1, MAGIC_V2, encode_message, read_store_timestamp, tags_code
 from mqadmin.model import Message
 from mqadmin.safety import atomic_write
 
@@ -157,14 +161,18 @@ class ConsumeQueue:
         self._data: dict[int, bytes] = {}
         self._count = 0
         self._first = 0
+        self._skip = 0  # leading entries whose commit-log bytes are gone (offline bounds)
+        self._trim = 0  # trailing entries pointing past the commit log's end (offline bounds)
         self._stamp: tuple[int, int] | None = None
         self.reload()
 
-    def reload(self) -> None:
+    def reload(self) -> bool:
+        """Re-read the files if they changed; True when they did (bounds must be re-applied)."""
         files = _numbered_files(self.folder)
         stamp = (len(files), files[-1][1].stat().st_size if files else 0)
         if stamp == self._stamp and files and files[-1][0] in self._data:
-            return
+            return False
+        self._skip = self._trim = 0
         self._files = files
         self._data = {}
         if files:
@@ -176,15 +184,48 @@ class ConsumeQueue:
         else:
             self._first, self._count = 0, 0
         self._stamp = stamp
+        return True
 
     @property
     def min_offset(self) -> int:
-        return self._first
+        return self._first + self._skip
 
     @property
     def max_offset(self) -> int:
         """Next offset to be written (RocketMQ's max offset)."""
-        return self._first + self._count
+        return self._first + self._count - self._trim
+
+    def apply_bounds(self, min_commitlog_offset: int, record_ok: Callable[[CqEntry], bool]) -> None:
+        """Bound the queue as a broker loading this store would (read-only views only).
+
+        Leading entries below the commit log's first file are skipped (the broker's
+        correctMinOffset); trailing entries whose record is not in the commit log are dropped
+        (recovery truncates them). Entries are in commit-log order, so both ends are bisected.
+        """
+        self._skip = self._trim = 0
+        lo, hi = self.min_offset, self.max_offset
+        if hi <= lo:
+            return
+        if self.entry(lo).commitlog_offset < min_commitlog_offset:
+            left, right = lo, hi
+            while left < right:
+                mid = (left + right) // 2
+                if self.entry(mid).commitlog_offset < min_commitlog_offset:
+                    left = mid + 1
+                else:
+                    right = mid
+            lo = left
+        if lo < hi and not record_ok(self.entry(hi - 1)):
+            left, right = lo, hi - 1  # the first entry whose record is missing lies in [left, right]
+            while left < right:
+                mid = (left + right) // 2
+                if record_ok(self.entry(mid)):
+                    left = mid + 1
+                else:
+                    right = mid
+            hi = left
+        self._skip = lo - self._first
+        self._trim = self._first + self._count - max(hi, lo)
 
     def entry(self, offset: int) -> CqEntry:
         pos = offset * CQ_UNIT
@@ -239,11 +280,18 @@ class BrokerStore:
         writable: bool = False,
         commitlog_file_size: int = DEFAULT_COMMITLOG_FILE_SIZE,
         cq_file_size: int = DEFAULT_CQ_FILE_SIZE,
+        offline: bool = False,
     ):
+        if offline and writable:
+            raise ValueError("an offline store view is read-only")
         self.root = root
         self.writable = writable
+        #: a stopped (or dead) broker's files: bound queues as the broker's recovery would
+        self.offline = offline
         self.commitlog = CommitLog(root / "commitlog", commitlog_file_size)
         self.cq_file_size = cq_file_size
+        #: which file each config was read from (None: neither it nor its .bak was usable)
+        self.config_sources: dict[str, Path | None] = {}
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.RLock()
 
@@ -253,9 +301,22 @@ class BrokerStore:
         cq = self._queues.get(key)
         if cq is None:
             cq = self._queues[key] = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), self.cq_file_size)
+            changed = True
         elif not self.writable:
-            cq.reload()
+            changed = cq.reload()
+        else:
+            changed = False
+        if changed and self.offline:
+            cq.apply_bounds(self.commitlog.min_offset, self.record_ok)
         return cq
+
+    def record_ok(self, entry: CqEntry) -> bool:
+        """Whether the commit log holds the record a consume-queue entry points at."""
+        try:
+            size, magic = _BLANK_HEAD.unpack(self.commitlog.read(entry.commitlog_offset, _BLANK_HEAD.size))
+        except StoreError:
+            return False
+        return size == entry.size and magic in (MAGIC_V1, MAGIC_V2)
 
     def queue_ids_on_disk(self, topic: str) -> list[int]:
         folder = self.root / "consumequeue" / topic
@@ -309,7 +370,9 @@ class BrokerStore:
             except ValueError:
                 continue
             if isinstance(doc, dict):
+                self.config_sources[name] = candidate
                 return doc
+        self.config_sources[name] = None
         return {}
 
     def save_config(self, name: str, doc: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,9 @@ from mqadmin.model import (
     SendResult,
     TopicRoute,
 )
-from mqadmin.remoting.client import DEFAULT_TIMEOUT, RemotingClient, TlsOptions, code_name
+from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, RemotingClient, TlsOptions
 from mqadmin.remoting.codec import RemotingCommand
-from mqadmin.remoting.codes import RequestCode, ResponseCode, version_name
+from mqadmin.remoting.codes import LanguageCode, RequestCode, ResponseCode, version_name
 
 __all__ = ["MalformedReply", "RemotingAdmin"]
 
@@ -62,13 +63,15 @@ PERM_WRITE: Final = 0x2
 PERM_READ_WRITE: Final = 6
 MASTER_ID: Final = 0
 
-#: pull reply code -> the PullResult status the Java client would report
+#: pull reply code -> the Java client's PullStatus, used only when the broker's remark names no
+#: store status (brokers put GetMessageStatus there: FOUND, OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE...)
 PULL_STATUS: Final[Mapping[int, str]] = {
     ResponseCode.SUCCESS: "FOUND",
     ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
     ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
     ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL",
 }
+_STATUS_NAME_RE: Final = re.compile(r"[A-Z][A-Z_]*")
 #: send replies that still mean "stored" (the broker only missed a flush or a slave)
 SEND_STORED: Final = frozenset(
     {
@@ -86,6 +89,13 @@ class MalformedReply(errors.ConnectError):
     def __init__(self, message: str, addr: str) -> None:
         super().__init__(message)
         self.addr = addr
+
+
+def _response_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"code {code}"
 
 
 def _java_version_text(desc: str) -> str:
@@ -156,10 +166,17 @@ class RemotingAdmin:
         idempotent: bool,
         timeout: float | None = None,
     ) -> RemotingCommand:
-        reply = self._client.invoke(
-            addr, RemotingCommand.request(code, fields, body), timeout=timeout, idempotent=idempotent
-        )
+        reply = self._invoke(addr, RemotingCommand.request(code, fields, body), idempotent=idempotent, timeout=timeout)
         return self._check(addr, reply)
+
+    def _invoke(
+        self, addr: str, cmd: RemotingCommand, *, idempotent: bool, timeout: float | None = None
+    ) -> RemotingCommand:
+        try:
+            return self._client.invoke(addr, cmd, timeout=timeout, idempotent=idempotent)
+        except ConnectFailed:
+            self._forget_addr(addr)
+            raise
 
     def _fan_out(
         self,
@@ -175,6 +192,8 @@ class RemotingAdmin:
             try:
                 out.append(self._client.wait(p, idempotent=idempotent))
             except errors.ConnectError as exc:
+                if isinstance(exc, ConnectFailed):
+                    self._forget_addr(p.addr)
                 out.append(exc)
         return out
 
@@ -183,7 +202,7 @@ class RemotingAdmin:
         value = reply.ext_int(name)
         if value is None:
             raise MalformedReply(
-                f"{addr} answered {code_name(reply.code)} without a numeric {name!r} header field", addr
+                f"{addr} answered {_response_name(reply.code)} without a numeric {name!r} header field", addr
             )
         return value
 
@@ -222,6 +241,12 @@ class RemotingAdmin:
     def _broker_data(raw: Mapping[str, Any]) -> BrokerData:
         addrs = {int(k): str(v) for k, v in (raw.get("brokerAddrs") or {}).items()}
         return BrokerData(str(raw["brokerName"]), str(raw.get("cluster") or ""), addrs)
+
+    def _forget_addr(self, addr: str) -> None:
+        """A broker we cannot reach may have moved: look its name up again on the next call."""
+        with self._lock:
+            for name in [n for n, b in self._brokers.items() if addr in b.addrs.values()]:
+                del self._brokers[name]
 
     def _broker_addr(self, broker_name: str) -> str:
         """The address to use for a broker name: its master, else a slave (as the Java tool)."""
@@ -271,36 +296,35 @@ class RemotingAdmin:
     def cluster_brokers(self) -> list[BrokerInfo]:
         """Every broker set with its version, read from GET_BROKER_RUNTIME_INFO.
 
-        A broker that does not answer is listed with an empty version (so it is never taken
-        for a server-side-reset broker) and a warning is logged.
+        A Java broker stamps its version ordinal on every reply header, so even an error reply
+        names it (a fresh 4.9.8 broker answers this request with SYSTEM_ERROR for its first
+        seconds). A broker that cannot be reached is listed with an empty version, which never
+        counts as a server-side-reset broker, and a warning is logged.
         """
         brokers = self._all_brokers()
         calls = [(b.select_addr(), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)) for b in brokers]
         replies = self._fan_out(calls, idempotent=True)
         out: list[BrokerInfo] = []
         for b, (addr, _), reply in zip(brokers, calls, replies, strict=True):
-            version = ""
-            if isinstance(reply, RemotingCommand) and reply.code == ResponseCode.SUCCESS:
-                version = self._runtime_version(addr, reply)
-            else:
+            version = self._runtime_version(addr, reply) if isinstance(reply, RemotingCommand) else ""
+            if not version:
                 log.warning("cannot learn the version of broker %s: %s", b.broker_name, self._error_of(addr, reply))
             out.append(BrokerInfo(b.broker_name, addr, b.cluster, version))
         return out
 
     def _runtime_version(self, addr: str, reply: RemotingCommand) -> str:
         table: Mapping[str, Any] = {}
-        try:
-            data = self._body(addr, reply, "runtime info")
-            table = data.get("table") or {}
-        except (MalformedReply, AttributeError):
-            pass
+        if reply.code == ResponseCode.SUCCESS:
+            try:
+                table = self._body(addr, reply, "runtime info").get("table") or {}
+            except (MalformedReply, AttributeError):
+                pass
         desc = table.get("brokerVersionDesc")
         if isinstance(desc, str) and desc:
             return _java_version_text(desc)
         ordinal = table.get("brokerVersion")
-        if isinstance(ordinal, str) and ordinal.lstrip("-").isdigit():
+        if isinstance(ordinal, str) and ordinal.isdigit():
             return _java_version_text(version_name(int(ordinal)))
-        # Java servers also stamp their own version ordinal on every reply header.
         return _java_version_text(version_name(reply.version)) if reply.version > 0 else ""
 
     def list_topics(self) -> list[str]:
@@ -482,8 +506,12 @@ class RemotingAdmin:
         broker_name: str | None = None,
         queue_id: int = -1,
         offset: int = -1,
+        cplus: bool = False,
     ) -> dict[MessageQueue, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET on each broker of the topic (or the one named).
+
+        ``cplus`` sends the request as a C++ client would, so a client-push broker sends the
+        array body C++ consumers parse (the Java tool's ``-c``).
 
         4.x and 5.0-5.1 brokers push the new offsets to online consumers and answer
         CONSUMER_NOT_ONLINE (raised as ``errors.ConsumerNotOnline``) when there are none; 5.2+
@@ -504,7 +532,15 @@ class RemotingAdmin:
             "offset": offset,
         }
         calls = [
-            (addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)) for _, addr in addrs
+            (
+                addr,
+                RemotingCommand.request(
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                    fields,
+                    **({"language": LanguageCode.CPP.name} if cplus else {}),
+                ),
+            )
+            for _, addr in addrs
         ]
         replies = self._fan_out(calls, idempotent=False)
         table: dict[MessageQueue, int] = {}
@@ -524,7 +560,12 @@ class RemotingAdmin:
     # -- messages ---------------------------------------------------------------------------
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
-        """Read messages as the Java tool does: group TOOLS_CONSUMER, no commit, no long poll."""
+        """Read messages as the Java tool does: group TOOLS_CONSUMER, no commit, no long poll.
+
+        ``status`` is the broker's store status from the reply's remark (FOUND, NO_MATCHED_MESSAGE,
+        OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE, NO_MESSAGE_IN_QUEUE...), as the mock reports it;
+        a reply without one gets the Java client's PullStatus name for its code.
+        """
         addr = self._broker_addr(mq.broker_name)
         fields: dict[str, object] = {
             "consumerGroup": TOOLS_CONSUMER_GROUP,
@@ -539,9 +580,9 @@ class RemotingAdmin:
             "subVersion": 0,
             "expressionType": EXPRESSION_TYPE_TAG,
         }
-        reply = self._client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), idempotent=True)
-        status = PULL_STATUS.get(reply.code)
-        if status is None:
+        reply = self._invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), idempotent=True)
+        fallback = PULL_STATUS.get(reply.code)
+        if fallback is None:
             raise errors.BrokerError.for_code(reply.code, reply.remark or "", addr)
         messages: list[Message] = []
         if reply.code == ResponseCode.SUCCESS and reply.body:
@@ -551,8 +592,9 @@ class RemotingAdmin:
                 raise MalformedReply(f"cannot decode the messages pulled from {addr} ({mq}): {exc}", addr) from None
             for m in messages:
                 m.broker_name = mq.broker_name
+        remark = reply.remark or ""
         return PullResult(
-            status,
+            remark if _STATUS_NAME_RE.fullmatch(remark) else fallback,
             self._ext_int(addr, reply, "nextBeginOffset"),
             self._ext_int(addr, reply, "minOffset"),
             self._ext_int(addr, reply, "maxOffset"),
@@ -605,7 +647,9 @@ class RemotingAdmin:
             "m": False,
             "n": queue.broker_name,
         }
-        reply = self._client.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, message.body))
+        reply = self._invoke(
+            addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, message.body), idempotent=False
+        )
         self._check(addr, reply, SEND_STORED)
         if reply.code != ResponseCode.SUCCESS:
             log.warning("%s stored the message but answered %s", addr, ResponseCode(reply.code).name)

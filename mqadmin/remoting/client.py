@@ -384,9 +384,13 @@ class PendingReply:
         conn: _Connection | None = None,
         future: Future[RemotingCommand] | None = None,
         error: errors.ConnectError | None = None,
+        *,
+        source: RemotingCommand | None = None,
     ) -> None:
         self.addr = addr
         self.request = request
+        # what the caller passed (unsigned, no opaque): a retry prepares it afresh
+        self.source = source or request
         self.timeout = timeout
         self._deadline = time.monotonic() + timeout
         self._conn = conn
@@ -476,9 +480,9 @@ class RemotingClient:
             conn = self._connection(addr, limit)
             future = conn.request(cmd)
         except errors.ConnectError as exc:
-            return PendingReply(addr, cmd, limit, error=exc)
+            return PendingReply(addr, cmd, limit, error=exc, source=request)
         log.debug("-> %s %s opaque=%d", addr, code_name(cmd.code), cmd.opaque)
-        return PendingReply(addr, cmd, limit, conn, future)
+        return PendingReply(addr, cmd, limit, conn, future, source=request)
 
     def invoke(
         self, addr: str, request: RemotingCommand, *, timeout: float | None = None, idempotent: bool = False
@@ -497,7 +501,7 @@ class RemotingClient:
                     raise
                 attempts -= 1
                 log.info("retrying %s on a new connection: %s", code_name(pending.request.code), exc)
-                pending = self.submit(pending.addr, pending.request, timeout=pending.timeout)
+                pending = self.submit(pending.addr, pending.source, timeout=pending.timeout)
 
     def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         """Fire and forget (flag RPC_ONEWAY): the server sends no reply."""
@@ -512,7 +516,7 @@ class RemotingClient:
         """
         if not self.namesrv_addrs:
             raise errors.UsageError("no name server address given")
-        failures: list[str] = []
+        failures: list[errors.ConnectError] = []
         count = len(self.namesrv_addrs)
         start = self._namesrv_index
         for step in range(count):
@@ -522,22 +526,20 @@ class RemotingClient:
                 reply = self.invoke(addr, request, timeout=timeout, idempotent=True)
             except errors.ConnectError as exc:
                 log.info("name server %s failed, trying the next: %s", addr, exc)
-                failures.append(str(exc))
+                failures.append(exc)
                 continue
             self._namesrv_index = index
             return addr, reply
         if count == 1:
-            raise errors.ConnectError(failures[0])
-        raise errors.ConnectError("no name server answered: " + "; ".join(failures))
+            raise failures[0]
+        raise errors.ConnectError("no name server answered: " + "; ".join(map(str, failures))) from failures[-1]
 
     def _prepare(self, request: RemotingCommand) -> RemotingCommand:
         """A copy with a fresh opaque, signed when credentials are set."""
         fields = request.ext_fields
         if self._access_key and self._secret_key:
             fields = acl.sign(fields, request.body, self._access_key, self._secret_key, self._security_token)
-        return dataclasses.replace(
-            request, opaque=next(self._opaques) & OPAQUE_MASK, ext_fields=dict(fields), flag=request.flag
-        )
+        return dataclasses.replace(request, opaque=next(self._opaques) & OPAQUE_MASK, ext_fields=dict(fields))
 
     # -- server-to-client requests ----------------------------------------------------------
 

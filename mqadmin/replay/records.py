@@ -39,6 +39,7 @@ RECORD_KEYS: tuple[str, ...] = (
 )
 #: what a Parquet/Spark row holds: the record keys plus the body as binary
 ROW_KEYS: tuple[str, ...] = RECORD_KEYS + ("body",)
+_PROPERTIES = ROW_KEYS.index("properties")
 
 #: Arrow types of ROW_KEYS (as type names, so this module needs no pyarrow to import)
 _ARROW_TYPES: dict[str, str] = {
@@ -175,7 +176,7 @@ def rows_to_table(rows: Iterable[tuple[Any, ...]]) -> pyarrow.Table:
     columns: list[list[Any]] = [[] for _ in ROW_KEYS]
     for row in rows:
         for i, value in enumerate(row):
-            columns[i].append(list(value.items()) if i == len(ROW_KEYS) - 2 else value)
+            columns[i].append(list(value.items()) if i == _PROPERTIES else value)
     return pa.Table.from_arrays([pa.array(c, type=schema.field(i).type) for i, c in enumerate(columns)], schema=schema)
 
 

@@ -7,6 +7,17 @@ be imported from pytest fixtures, from benchmarks, or run as a script::
     python tests/support/realbroker.py fetch 5.3.3
     python tests/support/realbroker.py start 5.3.3 [--brokers 2] [--workdir DIR]
 
+Things learnt by running it (JDK 17, 2 cores):
+
+* 4.9.8's namesrv/broker/filter jars are not on Central; they come from 4.9.7 (see
+  ``BORROWED_MODULES``).  5.3.4 is only partly there, so 5.x means 5.3.3.
+* 5.3.3 may print its boot line before it registered (its first registration can go to an
+  empty "available namesrv" list); the periodic one follows 10 s later.  Readiness
+  therefore asks the namesrv instead of trusting the line.
+* Both versions fail GET_BROKER_RUNTIME_INFO for the first moments after boot, which
+  makes ``clusterList`` print blank columns; readiness waits for that too.
+* Java mqadmin needs 3.5-4 s per call, ~3 s of it in its client shutdown.
+
 Environment overrides:
 
 * ``MQADMIN_RMQ_CACHE``: root of the jar cache (default ``<repo>/.venv/rocketmq``); each
@@ -42,12 +53,15 @@ from typing import Any
 
 # 5.3.4 is only partly on Maven Central (no client, remoting, tools, srvutil jars), so the
 # newest usable 5.x is 5.3.3.
-VERSIONS: tuple[str, ...] = ("4.9.8", "5.3.3")
+VERSIONS: tuple[str, ...] = ("4.9.7", "5.3.3")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 START_TIMEOUT = 60.0
-STOP_TIMEOUT = 30.0
+# A 5.3.3 broker spends 10-20 s in its shutdown hook here (service threads are joined one
+# after another, each waiting out its poll interval), so allow more than the usual 30 s.
+STOP_TIMEOUT = 45.0
+POLL_CALL_TIMEOUT = 2.0
 DEFAULT_CLUSTER = "TestCluster"
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
@@ -57,8 +71,9 @@ MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 # Variables that would silently redirect or reconfigure a child JVM.
 _SCRUBBED_ENV = ("NAMESRV_ADDR", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH")
 
-# 4.9.8 frees mapped files by reflection into JDK internals; without these it cannot
-# unmap on shutdown (abort file stays, offsets are not persisted).  Harmless on 5.x.
+# 4.9.8 frees mapped files by reflection into JDK internals; without these its shutdown
+# hook dies with InaccessibleObjectException and leaves the abort file (checked on this
+# machine).  5.3.3 stops cleanly without them; they are harmless there.
 _JDK9_MODULE_FLAGS = (
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
@@ -164,19 +179,25 @@ def ensure_dist(version: str) -> Path:
         staging = base / "lib.partial"
         shutil.rmtree(staging, ignore_errors=True)
         cmd = [
-            mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(pom),
+            mvn,
+            "-B",
+            "-q",
+            "-Dstyle.color=never",
+            "-f",
+            str(pom),
             f"{DEPENDENCY_PLUGIN}:copy-dependencies",
             f"-DoutputDirectory={staging}",
             "-DincludeScope=runtime",
             "-Dmdep.prependGroupId=true",
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
-                              env=_child_env(), cwd=base)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=1800, env=_child_env(), cwd=base, stdin=subprocess.DEVNULL
+        )
         jars = sorted(staging.glob("*.jar")) if staging.is_dir() else []
         if proc.returncode != 0 or not jars:
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-            raise RuntimeError(
-                f"Maven could not resolve RocketMQ {version} (exit {proc.returncode}):\n{tail}")
+            text = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # -B keeps some colour
+            tail = "\n".join(text.strip().splitlines()[-25:])
+            raise RuntimeError(f"Maven could not resolve RocketMQ {version} (exit {proc.returncode}):\n{tail}")
         shutil.rmtree(lib, ignore_errors=True)
         staging.rename(lib)
         marker.write_text("".join(f"{jar.name}\n" for jar in jars))
@@ -190,8 +211,7 @@ def ensure_dist(version: str) -> Path:
 
 def _child_env() -> dict[str, str]:
     """Environment without anything that changes where or how RocketMQ JVMs talk."""
-    return {k: v for k, v in os.environ.items()
-            if k not in _SCRUBBED_ENV and not k.startswith("ROCKETMQ_")}
+    return {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.startswith("ROCKETMQ_")}
 
 
 def java_binary() -> str:
@@ -207,8 +227,7 @@ _java_major_cache: dict[str, int] = {}
 def java_major(java: str) -> int:
     """Feature version of ``java``; module flags only exist from 9 on."""
     if java not in _java_major_cache:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True,
-                             env=_child_env()).stderr
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, env=_child_env()).stderr
         m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
         if not m:
             raise RuntimeError(f"cannot parse `java -version`: {out!r}")
@@ -252,18 +271,18 @@ def _prepare_home(workdir: Path) -> Path:
     return home
 
 
-def _jvm_command(version: str, role: str, workdir: Path, heap: tuple[str, ...],
-                 main: str, args: list[str], *, log_name: str) -> list[str]:
+def _jvm_command(
+    version: str, role: str, workdir: Path, heap: tuple[str, ...], main: str, args: list[str], *, log_name: str
+) -> list[str]:
     """Full java command line for one RocketMQ process with everything under workdir."""
     java = java_binary()
     lib = ensure_dist(version)
     home = _prepare_home(workdir)
-    cmd = [java, *heap, "-XX:+UseSerialGC", "-XX:ActiveProcessorCount=2",
-           "-XX:-OmitStackTraceInFastThrow"]
+    cmd = [java, *heap, "-XX:+UseSerialGC", "-XX:ActiveProcessorCount=2", "-XX:-OmitStackTraceInFastThrow"]
     if role != "tools" and java_major(java) >= 9:
         cmd += _JDK9_MODULE_FLAGS
     if role == "tools":
-        cmd += ["-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+        cmd.append("-XX:TieredStopAtLevel=1")  # short-lived: C1 only starts faster
     cmd += [
         f"-Duser.home={workdir}",
         f"-Drocketmq.home.dir={home}",
@@ -290,8 +309,9 @@ class MQAdminError(RuntimeError):
     """Java mqadmin reported a failure (it exits 0 on most of them)."""
 
 
-def java_mqadmin(version: str, namesrv_addr: str | None, *args: str, workdir: str | Path,
-                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def java_mqadmin(
+    version: str, namesrv_addr: str | None, *args: str, workdir: str | Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run one Java mqadmin subcommand; ``-n namesrv_addr`` is appended when given.
 
     Its exit code says little (RPC failures exit 0), so see :func:`check_java_mqadmin`.
@@ -299,17 +319,19 @@ def java_mqadmin(version: str, namesrv_addr: str | None, *args: str, workdir: st
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     argv = list(args) + (["-n", namesrv_addr] if namesrv_addr else [])
-    cmd = _jvm_command(version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN,
-                       argv, log_name="mqadmin.log")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=_child_env(), cwd=workdir, stdin=subprocess.DEVNULL)
+    cmd = _jvm_command(version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN, argv, log_name="mqadmin.log")
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=_child_env(), cwd=workdir, stdin=subprocess.DEVNULL
+    )
 
 
-_STACK_TRACE = re.compile(r"^\S*(Exception|Error)\b.*$\n\s+at ", re.MULTILINE)
+# An exception line, optionally one more line (5.x adds a FAQ link), then a frame.
+_STACK_TRACE = re.compile(r"(?:Exception|Error)\b[^\n]*\n(?:[^\n]*\n)?\s+at \S+\(")
 
 
-def check_java_mqadmin(version: str, namesrv_addr: str | None, *args: str,
-                       workdir: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def check_java_mqadmin(
+    version: str, namesrv_addr: str | None, *args: str, workdir: str | Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Like :func:`java_mqadmin` but raise MQAdminError on a stack trace, usage or bad exit."""
     proc = java_mqadmin(version, namesrv_addr, *args, workdir=workdir, timeout=timeout)
     problem = None
@@ -322,7 +344,8 @@ def check_java_mqadmin(version: str, namesrv_addr: str | None, *args: str,
     if problem:
         raise MQAdminError(
             f"mqadmin {' '.join(args)} failed ({problem})\n"
-            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}")
+            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -336,7 +359,7 @@ UPDATE_CONSUMER_OFFSET = 15
 QUERY_CONSUMER_OFFSET = 14
 
 _opaque = itertools.count(1)
-_NUMERIC_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+_NUMERIC_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 
 
 def parse_fastjson(body: bytes) -> Any:
@@ -354,18 +377,23 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def remoting_call(addr: str, code: int, ext_fields: Mapping[str, object] | None = None,
-                  body: bytes = b"", timeout: float = 5.0) -> tuple[dict[str, Any], bytes]:
+def remoting_call(
+    addr: str, code: int, ext_fields: Mapping[str, object] | None = None, body: bytes = b"", timeout: float = 5.0
+) -> tuple[dict[str, Any], bytes]:
     """Send one JSON-header request and return (response header, body).
 
     Just enough protocol for the harness itself; the product code has the real client.
     """
-    header: dict[str, Any] = {"code": code, "flag": 0, "language": "JAVA",
-                              "opaque": next(_opaque) & 0x7FFFFFFF,
-                              "serializeTypeCurrentRPC": "JSON", "version": 399}
+    header: dict[str, Any] = {
+        "code": code,
+        "flag": 0,
+        "language": "JAVA",
+        "opaque": next(_opaque) & 0x7FFFFFFF,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": 399,
+    }
     if ext_fields:
-        header["extFields"] = {k: (str(v).lower() if isinstance(v, bool) else str(v))
-                               for k, v in ext_fields.items()}
+        header["extFields"] = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in ext_fields.items()}
     raw = json.dumps(header, separators=(",", ":")).encode()
     host, port = addr.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
@@ -376,7 +404,7 @@ def remoting_call(addr: str, code: int, ext_fields: Mapping[str, object] | None 
     if word >> 24 != 0:
         raise RuntimeError(f"unexpected non-JSON reply (serialize type {word >> 24})")
     hlen = word & 0xFFFFFF
-    return json.loads(frame[4:4 + hlen]), frame[4 + hlen:]
+    return json.loads(frame[4 : 4 + hlen]), frame[4 + hlen :]
 
 
 def cluster_info(namesrv_addr: str, timeout: float = 5.0) -> dict[str, Any]:
@@ -389,8 +417,11 @@ def cluster_info(namesrv_addr: str, timeout: float = 5.0) -> dict[str, Any]:
 
 def commit_offset(broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
     """Commit a consumer offset on a broker, as a consumer would, without a Java client."""
-    head, _ = remoting_call(broker_addr, UPDATE_CONSUMER_OFFSET, {
-        "consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset})
+    head, _ = remoting_call(
+        broker_addr,
+        UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset},
+    )
     if head.get("code") != 0:
         raise RuntimeError(f"UPDATE_CONSUMER_OFFSET failed: {head}")
 
@@ -474,7 +505,7 @@ class _JavaProcess:
         self.name = name
         self.out = workdir / "logs" / f"{name}.out"
         self.log = log
-        self._fh = open(self.out, "ab")
+        self._fh = open(self.out, "wb")  # a retry must not see the previous attempt's output
         # Own session: Ctrl-C in a terminal must not reach the JVMs before the harness
         # stops them in order.  setpriv's pdeathsig ends orphans if Python itself is killed
         # (only from the main thread: the signal fires when the forking *thread* exits).
@@ -482,9 +513,15 @@ class _JavaProcess:
         setpriv = shutil.which("setpriv")
         if setpriv and threading.current_thread() is threading.main_thread():
             prefix = [setpriv, "--pdeathsig", "TERM", "--"]
-        self.proc = subprocess.Popen(prefix + cmd, stdout=self._fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=workdir, env=_child_env(),
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            prefix + cmd,
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=workdir,
+            env=_child_env(),
+            start_new_session=True,
+        )
         self.started = time.monotonic()
 
     def output(self) -> str:
@@ -497,8 +534,9 @@ class _JavaProcess:
         text = self.output() + "\n" + (_tail(self.log, 200) if self.log.exists() else "")
         conflict = "Address already in use" in text or "BindException" in text
         return ProcessStartError(
-            f"{self.name}: {what}\n--- {self.out} ---\n{_tail(self.out)}\n"
-            f"--- {self.log} ---\n{_tail(self.log, 20)}", bind_conflict=conflict)
+            f"{self.name}: {what}\n--- {self.out} ---\n{_tail(self.out)}\n--- {self.log} ---\n{_tail(self.log, 20)}",
+            bind_conflict=conflict,
+        )
 
     def wait_for_line(self, needle: str, deadline: float) -> str:
         """Block until stdout has a line containing ``needle``; fail fast if the JVM exits."""
@@ -545,13 +583,21 @@ class RealCluster:
     """A namesrv plus ``brokers`` master brokers of one RocketMQ version, all on loopback.
 
     Every file (configs, stores, logs, user.home) lives under ``workdir`` so tests can
-    inspect the stores after :meth:`stop`.
+    inspect the stores after :meth:`stop`.  ``server_side_reset`` sets 5.x's
+    ``useServerSideResetOffset`` (None keeps the broker default, true on 5.3.3); 4.x always
+    pushes resets to clients, so only None/False are accepted there.  ``extra_broker_conf``
+    entries are written last into every broker's properties file and win.
     """
 
-    def __init__(self, version: str, workdir: str | Path, brokers: int = 1,
-                 server_side_reset: bool | None = None,
-                 extra_broker_conf: Mapping[str, object] | None = None,
-                 cluster_name: str = DEFAULT_CLUSTER) -> None:
+    def __init__(
+        self,
+        version: str,
+        workdir: str | Path,
+        brokers: int = 1,
+        server_side_reset: bool | None = None,
+        extra_broker_conf: Mapping[str, object] | None = None,
+        cluster_name: str = DEFAULT_CLUSTER,
+    ) -> None:
         if brokers < 1:
             raise ValueError("need at least one broker")
         if server_side_reset and is_v4(version):
@@ -578,8 +624,9 @@ class RealCluster:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # Don't mask the test's own exception with a stop complaint.
         self.stop(check=exc_type is None)
 
@@ -593,15 +640,17 @@ class RealCluster:
         """The broker's persisted offset table (valid after a clean stop)."""
         return self.store_dirs[index] / "config" / "consumerOffset.json"
 
-    def mqadmin(self, *args: str, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def mqadmin(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Java mqadmin against this cluster's namesrv."""
         run = check_java_mqadmin if check else java_mqadmin
-        return run(self.version, self.namesrv_addr, *args,
-                   workdir=self.workdir / "mqadmin", timeout=timeout)
+        return run(self.version, self.namesrv_addr, *args, workdir=self.workdir / "mqadmin", timeout=timeout)
 
     def start(self) -> None:
-        """Resolve jars, then start namesrv and brokers and wait until all are routed."""
+        """Resolve jars, start namesrv and brokers, and wait until every broker is routed.
+
+        May be called again after :meth:`stop` to restart on the same stores (the ports,
+        and so ``namesrv_addr`` and ``brokers``, change).
+        """
         if self._namesrv is not None:
             raise RuntimeError("cluster already started")
         t0 = time.monotonic()
@@ -655,14 +704,23 @@ class RealCluster:
         for attempt in range(attempts):
             port = pick_port_block(taken=self._taken)
             conf = self.workdir / "namesrv.properties"
-            lines = [f"listenPort={port}",
-                     f"kvConfigPath={self.workdir / 'namesrv' / 'kvConfig.json'}",
-                     f"rocketmqHome={self.workdir / 'rmq-home'}"]
+            lines = [
+                f"listenPort={port}",
+                f"kvConfigPath={self.workdir / 'namesrv' / 'kvConfig.json'}",
+                f"rocketmqHome={self.workdir / 'rmq-home'}",
+            ]
             if not is_v4(self.version):
                 lines.append("bindAddress=127.0.0.1")
             conf.write_text("\n".join(lines) + "\n")
-            cmd = _jvm_command(self.version, "namesrv", self.workdir, ("-Xms64m", "-Xmx256m"),
-                               NAMESRV_MAIN, ["-c", str(conf)], log_name="namesrv.log")
+            cmd = _jvm_command(
+                self.version,
+                "namesrv",
+                self.workdir,
+                ("-Xms64m", "-Xmx256m"),
+                NAMESRV_MAIN,
+                ["-c", str(conf)],
+                log_name="namesrv.log",
+            )
             proc = _JavaProcess("namesrv", cmd, self.workdir, self.workdir / "logs" / "namesrv.log")
             self._namesrv = proc
             try:
@@ -702,24 +760,27 @@ class RealCluster:
             "waitTimeMillsInSendQueue": 1000,
         }
         if not is_v4(self.version):
-            conf |= {"bindAddress": "127.0.0.1", "haListenPort": port + 1,
-                     "mappedFileSizeTimerLog": 16 * 1024 * 1024}
+            conf |= {"bindAddress": "127.0.0.1", "haListenPort": port + 1, "mappedFileSizeTimerLog": 16 * 1024 * 1024}
             if self.server_side_reset is not None:
                 conf["useServerSideResetOffset"] = self.server_side_reset
         conf |= self.extra_broker_conf
         path = self.workdir / name / "broker.properties"
-        path.write_text("".join(
-            f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in conf.items()))
+        path.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in conf.items()))
         return path
 
     def _launch_broker(self, index: int) -> tuple[_JavaProcess, int]:
         port = pick_port_block(below=2, above=1, taken=self._taken)
         conf = self._broker_conf(index, port)
         name = self.broker_names[index]
-        cmd = _jvm_command(self.version, "broker", self.workdir,
-                           ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m"),
-                           BROKER_MAIN, ["-c", str(conf), "-n", self.namesrv_addr],
-                           log_name=f"{name}.log")
+        cmd = _jvm_command(
+            self.version,
+            "broker",
+            self.workdir,
+            ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m"),
+            BROKER_MAIN,
+            ["-c", str(conf), "-n", self.namesrv_addr],
+            log_name=f"{name}.log",
+        )
         return _JavaProcess(name, cmd, self.workdir, self.workdir / "logs" / f"{name}.log"), port
 
     def _start_brokers(self, attempts: int = 5) -> None:
@@ -737,11 +798,9 @@ class RealCluster:
                     proc.wait_or_kill(10)
                     if not err.bind_conflict or attempt == attempts - 1:
                         raise
-                    shutil.rmtree(self.store_dirs[index], ignore_errors=True)
                     launched[index] = self._launch_broker(index)
                     self._brokers[index] = launched[index][0]
-        self.brokers = [(self.broker_names[i], f"127.0.0.1:{port}")
-                        for i, (_, port) in enumerate(launched)]
+        self.brokers = [(self.broker_names[i], f"127.0.0.1:{port}") for i, (_, port) in enumerate(launched)]
 
     def _await_broker(self, index: int, proc: _JavaProcess, port: int) -> None:
         deadline = proc.started + START_TIMEOUT
@@ -753,11 +812,12 @@ class RealCluster:
         self._wait_tcp(proc, port, deadline)
 
         def registered() -> bool:
-            table = cluster_info(self.namesrv_addr).get("brokerAddrTable", {})
+            table = cluster_info(self.namesrv_addr, POLL_CALL_TIMEOUT).get("brokerAddrTable", {})
             return bool(table.get(name, {}).get("brokerAddrs", {}).get("0") == addr)
 
         def runtime_info_ok() -> bool:
-            return remoting_call(addr, GET_BROKER_RUNTIME_INFO)[0].get("code") == 0
+            head, _ = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=POLL_CALL_TIMEOUT)
+            return head.get("code") == 0
 
         _poll(proc, deadline, "registration in the namesrv", registered)
         # A fresh 4.9.8 broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
@@ -792,8 +852,9 @@ def _main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="run a cluster until Ctrl-C")
     start.add_argument("version", help=f"e.g. {', '.join(VERSIONS)}")
     start.add_argument("--brokers", type=int, default=1)
-    start.add_argument("--workdir", type=Path, default=None,
-                       help="kept after exit; default is a temporary dir that is removed")
+    start.add_argument(
+        "--workdir", type=Path, default=None, help="kept after exit; default is a temporary dir that is removed"
+    )
     args = parser.parse_args(argv)
 
     if args.cmd == "fetch":
@@ -805,14 +866,12 @@ def _main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop_event.set())
     with contextlib.ExitStack() as stack:
-        workdir = args.workdir or Path(stack.enter_context(
-            tempfile.TemporaryDirectory(prefix=f"rmq-{args.version}-")))
+        workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"rmq-{args.version}-")))
         cluster = stack.enter_context(RealCluster(args.version, workdir, brokers=args.brokers))
         print(cluster.namesrv_addr, flush=True)
         for name, addr in cluster.brokers:
             print(f"# {name} {addr}", file=sys.stderr)
-        print(f"# workdir {workdir}; timings {cluster.timings}; Ctrl-C to stop",
-              file=sys.stderr, flush=True)
+        print(f"# workdir {workdir}; timings {cluster.timings}; Ctrl-C to stop", file=sys.stderr, flush=True)
         while not stop_event.wait(1.0):
             pass
         print("# stopping", file=sys.stderr, flush=True)

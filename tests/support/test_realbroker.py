@@ -44,8 +44,7 @@ def test_real_cluster_smoke(version: str, tmp_path: Path) -> None:
         assert row[:4] == [cluster.cluster_name, name, "0", addr]
         assert row[4] == "V" + version.replace(".", "_")
 
-        out = cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC,
-                              "-r", "4", "-w", "4").stdout
+        out = cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC, "-r", "4", "-w", "4").stdout
         assert f"create topic to {addr} success." in out
         assert f"topicName={TOPIC}, readQueueNums=4, writeQueueNums=4, perm=RW-" in out
 
@@ -53,8 +52,7 @@ def test_real_cluster_smoke(version: str, tmp_path: Path) -> None:
         assert f"create subscription group to {addr} success." in out
         assert f"groupName={GROUP}, consumeEnable=true" in out
 
-        out = cluster.mqadmin("sendMessage", "-t", TOPIC, "-p", "hello", "-b", name,
-                              "-i", "2").stdout
+        out = cluster.mqadmin("sendMessage", "-t", TOPIC, "-p", "hello", "-b", name, "-i", "2").stdout
         assert _rows(out, name)[0][1:3] == ["2", "SEND_OK"]
 
         out = cluster.mqadmin("topicStatus", "-t", TOPIC).stdout
@@ -66,8 +64,9 @@ def test_real_cluster_smoke(version: str, tmp_path: Path) -> None:
             cluster.mqadmin("topicStatus", "-t", "NoSuchTopic")
 
         rb.commit_offset(addr, GROUP, TOPIC, 2, 1)
-        head, _ = rb.remoting_call(addr, rb.QUERY_CONSUMER_OFFSET,
-                                   {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 2})
+        head, _ = rb.remoting_call(
+            addr, rb.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 2}
+        )
         assert head["code"] == 0 and head["extFields"]["offset"] == "1"
 
     # A clean stop removes the abort marker and persists the committed offset.

@@ -1,0 +1,178 @@
+"""mockBroker: serve a mock store over TCP, so real RocketMQ clients and tools can use it."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqadmin import errors
+from mqadmin.context import Context
+from mqadmin.output import Table
+from mqadmin.registry import Opt, SubCommand, register
+
+DEFAULT_STORE = "mock://demo"
+DEFAULT_PORT = 9876
+DEFAULT_BIND = "127.0.0.1"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclass
+class MockBrokerResult:
+    """What was served, once the server has stopped and the store is flushed."""
+
+    address: str
+    store: str
+    namesrv_addr: str
+    brokers: dict[str, str]
+    broker_version: str
+    created: bool
+    seconds: float
+    stats: dict[str, int] = field(default_factory=dict)
+    topics: int = 0
+    groups: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "store": self.store,
+            "created": self.created,
+            "broker_version": self.broker_version,
+            "namesrv_addr": self.namesrv_addr,
+            "brokers": [{"broker": name, "addr": addr} for name, addr in self.brokers.items()],
+            "served_seconds": round(self.seconds, 3),
+            "connections": self.stats.get("connections", 0),
+            "requests": self.stats.get("requests", 0),
+            "messages_stored": self.stats.get("messages_stored", 0),
+            "pulls": self.stats.get("pulls", 0),
+            "resets_pushed": self.stats.get("resets_pushed", 0),
+            "topics": self.topics,
+            "groups": self.groups,
+        }
+
+    def table(self) -> Table:
+        rows: list[list[Any]] = [["namesrv", "-", self.namesrv_addr]]
+        rows += [["broker", name, addr] for name, addr in self.brokers.items()]
+        s = self.stats
+        footer = [
+            f"Served {self.seconds:.1f} s: {s.get('connections', 0)} connections, {s.get('requests', 0)} requests, "
+            f"{s.get('messages_stored', 0)} messages stored, {s.get('resets_pushed', 0)} resets pushed",
+            f"Store: {self.store} ({self.topics} topics, {self.groups} groups; flushed)",
+        ]
+        return Table(["Role", "Name", "Address"], rows, title=f"Mock broker {self.address}", footer=footer)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM end serving cleanly; only the main thread can install handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda _sig, _frame: stop.set()) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _parse_acl(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    access_key, sep, secret_key = text.partition(":")
+    if not sep or not access_key or not secret_key:
+        raise errors.UsageError("--acl takes ACCESS_KEY:SECRET_KEY")
+    return access_key, secret_key
+
+
+@register
+class MockBrokerCommand(SubCommand):
+    """Serve a mock broker store over TCP: a name server plus one port per broker (mqadmin extension).
+
+    Real clients (rocketmq-client-python, Java clients, this tool with -n HOST:PORT) can produce,
+    consume, commit offsets and receive resets. A new store is created on first use (mock://demo
+    with demo data). Serves until Ctrl-C or SIGTERM, then flushes the store and prints a summary.
+    """
+
+    name = "mockBroker"
+    uses_broker = False
+    options = (
+        Opt(
+            "store",
+            ("--store", "-n"),
+            "Mock store to serve: mock://NAME or mock:///abs/path",
+            default=DEFAULT_STORE,
+            metavar="ADDR",
+        ),
+        Opt("port", ("--port",), "Name server port (0 picks a free one)", kind=int, default=DEFAULT_PORT),
+        Opt("bind", ("--bind",), "Address to listen on", default=DEFAULT_BIND, metavar="HOST"),
+        Opt("brokers", ("--brokers",), "Brokers in a new store (default 2)", kind=int, metavar="N"),
+        Opt("demo", ("--demo",), "Seed demo data into a new store", kind=bool, default=False),
+        Opt(
+            "broker_version",
+            ("--broker-version",),
+            "RocketMQ version a new store behaves as, e.g. 4.9.8 or 5.3.3 (default 5.3.3)",
+            metavar="VERSION",
+        ),
+        Opt("acl", ("--acl",), "Require requests signed with this access key pair", metavar="AK:SK"),
+        Opt("tls_cert", ("--tls-cert",), "PEM certificate: also speak TLS (plaintext still works)", metavar="FILE"),
+        Opt("tls_key", ("--tls-key",), "PEM private key for --tls-cert (if not in the same file)", metavar="FILE"),
+    )
+
+    def execute(self, ctx: Context, **params: Any) -> MockBrokerResult:
+        # Imported here: commands reach the mock only through this one helper (see the report).
+        from mqadmin.mock.server import serve_store, tls_context
+
+        acl = _parse_acl(params.get("acl"))
+        cert, key = params.get("tls_cert"), params.get("tls_key")
+        if key and not cert:
+            raise errors.UsageError("--tls-key needs --tls-cert")
+        tls = tls_context(cert, key) if cert else None
+        port = int(params.get("port", DEFAULT_PORT))
+        if not 0 <= port <= 65535:
+            raise errors.UsageError(f"--port must be 0..65535, not {port}")
+        shaping = {
+            "--brokers": params.get("brokers"),
+            "--broker-version": params.get("broker_version"),
+            "--demo": params.get("demo") or None,
+        }
+
+        def ready(info: Any) -> None:
+            if not info.created:
+                for flag in (f for f, v in shaping.items() if v is not None):
+                    ctx.env.warn(f"{flag} ignored: {info.address} already exists ({info.store})")
+            ctx.env.note(f"serving {info.address} ({info.store}), RocketMQ {info.broker_version} behaviour")
+            for broker, addr in info.brokers.items():
+                ctx.env.note(f"broker {broker} {addr}")
+            ctx.env.note(f"namesrv {info.namesrv_addr}  (use -n {info.namesrv_addr}; Ctrl-C stops)")
+
+        stop = threading.Event()
+        with _stop_on_signals(stop):
+            report = serve_store(
+                params.get("store") or DEFAULT_STORE,
+                stop=stop,
+                port=port,
+                bind=params.get("bind") or DEFAULT_BIND,
+                brokers=params.get("brokers"),
+                broker_version=params.get("broker_version"),
+                demo=bool(params.get("demo")),
+                acl=acl,
+                tls=tls,
+                on_ready=ready,
+            )
+        info = report.ready
+        return MockBrokerResult(
+            address=info.address,
+            store=info.store,
+            namesrv_addr=info.namesrv_addr,
+            brokers=dict(info.brokers),
+            broker_version=info.broker_version,
+            created=info.created,
+            seconds=report.seconds,
+            stats=dict(report.stats),
+            topics=report.topics,
+            groups=report.groups,
+        )

@@ -1,0 +1,74 @@
+"""Where the connection settings come from: options, then environment, then a profile.
+
+Profiles live in ``$MQADMIN_HOME/config.ini`` (default ``~/.mqadmin/config.ini``)::
+
+    [prod]
+    namesrv = 10.0.0.5:9876;10.0.0.6:9876
+    access_key = ops
+    secret_key = ...
+    tls = true
+    tls_ca = /etc/ssl/rocketmq-ca.pem
+
+``--profile NAME`` (or ``$MQADMIN_PROFILE``) picks a section; ``[default]`` applies otherwise.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from pathlib import Path
+from typing import Any
+
+from mqadmin.admin import default_home
+from mqadmin.errors import UsageError
+
+_ENV = {"access_key": "MQADMIN_ACCESS_KEY", "secret_key": "MQADMIN_SECRET_KEY"}
+_KEYS = ("namesrv", "access_key", "secret_key", "tls", "tls_ca", "tls_cert", "tls_key")
+
+
+def config_path() -> Path:
+    return Path(default_home()) / "config.ini"
+
+
+def load_profile(name: str | None) -> dict[str, str]:
+    path = config_path()
+    wanted = name or os.environ.get("MQADMIN_PROFILE")
+    if not path.exists():
+        if wanted:
+            raise UsageError(f"profile {wanted!r} asked for, but {path} does not exist")
+        return {}
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path)
+    except configparser.Error as exc:
+        raise UsageError(f"{path} is not a valid config file: {exc.message}") from None
+    section = wanted or "default"
+    if not parser.has_section(section):
+        if wanted:
+            raise UsageError(f"no profile [{wanted}] in {path}")
+        return {}
+    unknown = set(parser[section]) - set(_KEYS)
+    if unknown:
+        raise UsageError(f"unknown key(s) {', '.join(sorted(unknown))} in [{section}] of {path}")
+    return dict(parser[section])
+
+
+def connection_settings(common: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """(address, options for connect()) from CLI values, the environment and the profile."""
+    profile = load_profile(common.get("profile"))
+    address = common.get("namesrv") or os.environ.get("NAMESRV_ADDR") or profile.get("namesrv")
+    options: dict[str, Any] = {}
+    for key in ("access_key", "secret_key"):
+        value = common.get(key) or os.environ.get(_ENV[key]) or profile.get(key)
+        if value:
+            options[key] = value
+    if bool(options.get("access_key")) != bool(options.get("secret_key")):
+        raise UsageError("ACL needs both an access key and a secret key")
+    for key in ("tls_ca", "tls_cert", "tls_key"):
+        value = common.get(key) or profile.get(key)
+        if value:
+            options[key] = value
+    tls_flag = common.get("tls") or profile.get("tls", "").lower() in ("1", "true", "yes")
+    if tls_flag or any(k in options for k in ("tls_ca", "tls_cert")):
+        options["tls"] = True
+    return address, options

@@ -1,0 +1,26 @@
+"""Replaying a store-time window of messages: plan, slice worker, sinks and the local engine.
+
+Layers: ``planner`` turns a window into plain-data slices; ``worker`` reads one slice (both
+engines use it); ``sinks`` write or send; ``local`` runs slices on threads with checkpoints.
+The Spark engine lives in ``mqadmin.spark`` and reuses the same planner, worker and records.
+Nothing here imports pyspark or pyarrow at module level.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from mqadmin.errors import UsageError
+
+#: what to install for the optional engines and formats
+SPARK_EXTRA = "pip install 'mqadmin[spark]'"
+
+
+def require(module: str, purpose: str) -> ModuleType:
+    """Import an optional dependency, or fail with one line saying how to install it (exit 2)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        top = module.split(".")[0]
+        raise UsageError(f"{purpose} needs {top}, which is not installed: {SPARK_EXTRA}") from None

@@ -1,0 +1,423 @@
+"""Where replayed messages go: a JSONL or Parquet file, stdout, a topic, or one group.
+
+File sinks write beside the target (``PATH.partial`` / ``PATH.parts/``) and move the result
+into place only when the replay has finished, so an existing file is never half-replaced and
+an interrupted run leaves exactly what its checkpoint says. ``sync()`` is the durable point:
+the engine records a slice as finished in the checkpoint only after it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
+
+from mqadmin.errors import UsageError
+from mqadmin.model import Message, MessageQueue
+from mqadmin.replay.planner import Slice
+from mqadmin.replay.records import to_json_line, to_row
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
+
+SCHEMES = ("jsonl", "parquet", "stdout", "topic", "group")
+FILE_SCHEMES = ("jsonl", "parquet")
+SEND_SCHEMES = ("topic", "group")
+
+#: properties a re-published copy records about the message it was copied from
+ORIGIN_MSG_ID = "MQADMIN_ORIGIN_MSG_ID"
+ORIGIN_UNIQ_KEY = "MQADMIN_ORIGIN_UNIQ_KEY"
+ORIGIN_TOPIC = "MQADMIN_ORIGIN_TOPIC"
+ORIGIN_BROKER = "MQADMIN_ORIGIN_BROKER"
+ORIGIN_QUEUE_ID = "MQADMIN_ORIGIN_QUEUE_ID"
+ORIGIN_QUEUE_OFFSET = "MQADMIN_ORIGIN_QUEUE_OFFSET"
+ORIGIN_STORE_TIMESTAMP = "MQADMIN_ORIGIN_STORE_TIMESTAMP"
+
+#: properties the broker or client runtime owns; a re-published copy must not inherit them
+#: (a stale DELAY would delay it again, a stale UNIQ_KEY would make it look like the original)
+SYSTEM_PROPERTIES = frozenset(
+    {
+        "UNIQ_KEY",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "CLUSTER",
+        "INSTANCE_ID",
+        "__transactionId__",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "__STARTDELIVERTIME",
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "TIMER_OUT_MS",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_DEL_UNIQKEY",
+        "POP_CK",
+        "POP_CK_OFFSET",
+        "1ST_POP_TIME",
+        "__BORNHOST",
+        "bname",
+        "TRACE_CONTEXT",
+        "DUP_INFO",
+        "EXTEND_UNIQ_INFO",
+        "__CRC32#",
+    }
+)
+#: send-back delay level for group re-delivery: level 1 is the broker's shortest delay (1 s);
+#: 0 would let the broker pick 3 + reconsume times (10 s and up)
+GROUP_DELAY_LEVEL = 1
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed ``--to``: the scheme and its argument (an absolute path for local files)."""
+
+    scheme: str
+    value: str = ""
+
+    @property
+    def is_file(self) -> bool:
+        return self.scheme in FILE_SCHEMES
+
+    @property
+    def is_send(self) -> bool:
+        return self.scheme in SEND_SCHEMES
+
+    @property
+    def is_remote_path(self) -> bool:
+        """A URI (s3a://, hdfs://): only the Spark engine's writers can reach it."""
+        return self.is_file and "://" in self.value
+
+    def __str__(self) -> str:
+        return f"{self.scheme}:{self.value}" if self.value else self.scheme
+
+
+def parse_target(text: str) -> Target:
+    """``jsonl:PATH``, ``parquet:PATH``, ``stdout``, ``topic:NAME`` or ``group:GROUP``."""
+    scheme, sep, value = text.strip().partition(":")
+    scheme = scheme.lower()
+    if scheme not in SCHEMES:
+        raise UsageError(f"unknown --to {text!r}: use jsonl:PATH, parquet:PATH, stdout, topic:NAME or group:GROUP")
+    if scheme == "stdout":
+        if value:
+            raise UsageError(f"--to stdout takes no argument, got {text!r}")
+        return Target("stdout")
+    if not value.strip():
+        raise UsageError(f"--to {scheme}: needs {'a path' if scheme in FILE_SCHEMES else 'a name'} after the colon")
+    value = value.strip()
+    if scheme in FILE_SCHEMES and "://" not in value:
+        value = str(Path(value).expanduser().absolute())
+    return Target(scheme, value)
+
+
+def staging_paths(target: Target) -> list[Path]:
+    """Where a local file sink keeps its unfinished output (resume needs it, --overwrite clears it)."""
+    if not target.is_file or target.is_remote_path:
+        return []
+    p = Path(target.value)
+    return [p.with_name(p.name + ".partial"), p.with_name(p.name + ".parts")]
+
+
+class Sink(Protocol):
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        """Write (or send) a slice's kept messages in order; returns how many went out."""
+        ...
+
+    def sync(self) -> dict[str, Any]:
+        """Make everything written so far durable; the state a resumed run restores."""
+        ...
+
+    def finish(self) -> None:
+        """Put the output in place once every slice is written."""
+        ...
+
+    def abort(self, *, keep: bool) -> None:
+        """Stop after a failure; ``keep`` the unfinished output when a checkpoint will resume it."""
+        ...
+
+
+class JsonlSink:
+    """JSON lines appended to ``PATH.partial``; resume truncates to the last synced length."""
+
+    def __init__(self, path: Path, *, resume: dict[str, Any] | None = None):
+        self.path = path
+        self.partial = path.with_name(path.name + ".partial")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: BinaryIO
+        if resume is not None:
+            size = int(resume.get("bytes", 0))
+            try:
+                self._f = self.partial.open("r+b")
+            except FileNotFoundError:
+                raise UsageError(
+                    f"cannot resume: {self.partial} is gone; delete the checkpoint to start over"
+                ) from None
+            if os.fstat(self._f.fileno()).st_size < size:
+                self._f.close()
+                raise UsageError(f"cannot resume: {self.partial} is shorter than the checkpoint says ({size} bytes)")
+            self._f.truncate(size)
+            self._f.seek(size)
+        else:
+            self._f = self.partial.open("wb")
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        if messages:
+            self._f.write("".join(to_json_line(m, slc.broker) + "\n" for m in messages).encode("utf-8"))
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        return {"bytes": self._f.tell()}
+
+    def finish(self) -> None:
+        self.sync()
+        self._f.close()
+        os.replace(self.partial, self.path)
+        _fsync_dir(self.path.parent)
+
+    def abort(self, *, keep: bool) -> None:
+        self._f.close()
+        if not keep:
+            self.partial.unlink(missing_ok=True)
+
+
+class ParquetSink:
+    """One Parquet part per slice in ``PATH.parts/``, merged into ``PATH`` at the end.
+
+    A Parquet file is unreadable until its footer is written, so it cannot be appended to after
+    a crash; parts can: each is complete or absent.
+    """
+
+    def __init__(self, path: Path, *, resume: dict[str, Any] | None = None):
+        from mqadmin.replay import require
+
+        require("pyarrow.parquet", "--to parquet:")  # fail here, before any broker work
+
+        self.path = path
+        self.parts = path.with_name(path.name + ".parts")
+        self._written: list[int] = []
+        if resume is not None:
+            self._written = sorted(int(i) for i in resume.get("parts", []))
+            missing = [i for i in self._written if not self._part(i).exists()]
+            if missing:
+                raise UsageError(
+                    f"cannot resume: part {self._part(missing[0])} is gone; delete the checkpoint to start over"
+                )
+            keep = {self._part(i).name for i in self._written}
+            if self.parts.is_dir():
+                for stale in self.parts.iterdir():
+                    if stale.name not in keep:
+                        stale.unlink()
+        else:
+            shutil.rmtree(self.parts, ignore_errors=True)
+        self.parts.mkdir(parents=True, exist_ok=True)
+
+    def _part(self, index: int) -> Path:
+        return self.parts / f"{index:08d}.parquet"
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        import pyarrow.parquet as pq
+
+        from mqadmin.replay.records import rows_to_table
+
+        part = self._part(slc.index)
+        tmp = part.with_name(part.name + ".tmp")
+        pq.write_table(rows_to_table(to_row(m, slc.broker) for m in messages), tmp)
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, part)
+        self._written.append(slc.index)
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        _fsync_dir(self.parts)
+        return {"parts": sorted(self._written)}
+
+    def finish(self) -> None:
+        import pyarrow.parquet as pq
+
+        from mqadmin.replay.records import arrow_schema
+
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with pq.ParquetWriter(tmp, arrow_schema()) as writer:
+            for index in sorted(self._written):
+                writer.write_table(pq.read_table(self._part(index), schema=arrow_schema()))
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+    def abort(self, *, keep: bool) -> None:
+        if not keep:
+            shutil.rmtree(self.parts, ignore_errors=True)
+
+
+class StdoutSink:
+    """JSON lines on stdout, for pipes (``| jq``); the summary then goes to stderr."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        return self.write_lines([to_json_line(m, slc.broker) for m in messages])
+
+    def write_lines(self, lines: Sequence[str]) -> int:
+        """Lines already encoded elsewhere (by Spark executors)."""
+        if lines:
+            self.stream.write("".join(line + "\n" for line in lines))
+        return len(lines)
+
+    def sync(self) -> dict[str, Any]:
+        self.stream.flush()
+        return {}
+
+    def finish(self) -> None:
+        self.stream.flush()
+
+    def abort(self, *, keep: bool) -> None:
+        try:
+            self.stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+
+def republished(msg: Message, topic: str, broker: str) -> Message:
+    """A copy of ``msg`` for ``topic``: same body, flag, tags, keys and user properties, plus
+    properties naming the original (msg id, uniq key, topic, broker, queue, offset, store time)."""
+    props = {k: v for k, v in msg.properties.items() if k not in SYSTEM_PROPERTIES}
+    props.update(
+        {
+            ORIGIN_MSG_ID: msg.msg_id,
+            ORIGIN_TOPIC: msg.topic,
+            ORIGIN_BROKER: broker,
+            ORIGIN_QUEUE_ID: str(msg.queue_id),
+            ORIGIN_QUEUE_OFFSET: str(msg.queue_offset),
+            ORIGIN_STORE_TIMESTAMP: str(msg.store_timestamp),
+        }
+    )
+    if msg.uniq_key:
+        props[ORIGIN_UNIQ_KEY] = msg.uniq_key
+    return Message(topic=topic, body=bytes(msg.body), properties=props, flag=msg.flag)
+
+
+class TopicSink:
+    """Re-publish to a topic. A message goes to the same broker and queue number when the target
+    has them (so per-queue order survives, as ordered consumers need), else round-robin."""
+
+    def __init__(self, admin: Admin, topic: str):
+        self.admin = admin
+        self.topic = topic
+        route = admin.topic_route(topic)
+        self._queues: dict[str, int] = {q.broker_name: q.write_queue_nums for q in route.queues if q.write_queue_nums}
+        self._all = [MessageQueue(topic, b, i) for b, n in sorted(self._queues.items()) for i in range(n)]
+        if not self._all:
+            raise UsageError(f"topic {topic!r} has no writable queue")
+        self._rr = 0
+
+    def _queue_for(self, broker: str, queue_id: int) -> MessageQueue:
+        n = self._queues.get(broker)
+        if n:
+            return MessageQueue(self.topic, broker, queue_id % n)
+        self._rr += 1
+        return self._all[self._rr % len(self._all)]
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        queue = self._queue_for(slc.broker, slc.queue_id)
+        for msg in messages:
+            self.admin.send(self.topic, republished(msg, self.topic, slc.broker), queue)
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self, *, keep: bool) -> None:
+        pass
+
+
+class GroupSink:
+    """Re-deliver to one group through the broker's send-back: the broker copies each message
+    into ``%RETRY%GROUP``, which only that group consumes, so no other group sees it again."""
+
+    def __init__(self, admin: Admin, group: str, delay_level: int = GROUP_DELAY_LEVEL):
+        self.admin = admin
+        self.group = group
+        self.delay_level = delay_level
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        for msg in messages:
+            msg.broker_name = msg.broker_name or slc.broker
+            self.admin.send_back(self.group, msg, self.delay_level)
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self, *, keep: bool) -> None:
+        pass
+
+
+def open_sink(
+    target: Target,
+    *,
+    admin: Admin | None = None,
+    stdout: TextIO | None = None,
+    resume: dict[str, Any] | None = None,
+) -> Sink:
+    """The sink for ``target``; ``resume`` is the state a checkpoint saved from ``sync()``."""
+    if target.is_remote_path:
+        raise UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
+    if target.scheme == "jsonl":
+        return JsonlSink(Path(target.value), resume=resume)
+    if target.scheme == "parquet":
+        return ParquetSink(Path(target.value), resume=resume)
+    if target.scheme == "stdout":
+        assert stdout is not None
+        return StdoutSink(stdout)
+    assert admin is not None
+    if target.scheme == "topic":
+        return TopicSink(admin, target.value)
+    return GroupSink(admin, target.value)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

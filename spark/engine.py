@@ -1,0 +1,291 @@
+"""Running a replay plan on Spark: the session at the edge, waves of slices, checkpoints.
+
+The caller may pass its own SparkSession (tests, notebooks) and keeps owning it; otherwise one
+is built from ``--spark-master``/``--spark-conf`` and stopped at the end. Without a checkpoint
+the whole plan is one job; with one, slices run in waves and each finished wave is recorded, so
+a resumed run appends only the waves that were not written.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from mqadmin.errors import MqadminError, UsageError
+from mqadmin.model import Message
+from mqadmin.replay.local import Checkpoint, ReplayOutcome
+from mqadmin.replay.planner import Plan, Slice
+from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
+from mqadmin.replay.worker import MessageFilter, SliceStats
+
+from . import check_master, is_local_master, jobs, unavailable_reason
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from mqadmin.admin import Admin
+
+APP_NAME = "mqadmin-rangeReplay"
+#: slices per wave when checkpointing, per unit of default parallelism: enough to keep every
+#: core busy, few enough that an interruption loses little
+WAVE_PER_CORE = 4
+#: defaults that keep a small job small: no UI port, no shuffle fan-out, quiet logs
+SESSION_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.sources.partitionOverwriteMode": "static",
+}
+
+
+def build_session(
+    master: str = "local[*]", conf: dict[str, str] | None = None, app_name: str = APP_NAME
+) -> SparkSession:
+    """A SparkSession for ``master`` with our quiet defaults under the user's ``conf``.
+
+    Local masters run executors with this very Python (where mqadmin is installed); any other
+    master gets the mqadmin code shipped as a zip, since it may not be installed there.
+    """
+    reason = unavailable_reason()
+    if reason:
+        raise UsageError(f"--engine spark: {reason}")
+    if is_local_master(master):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    settings = {**SESSION_DEFAULTS, **(conf or {})}
+    if "spark.driver.extraJavaOptions" not in settings:
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not is_local_master(master):
+        folder = Path(tempfile.mkdtemp(prefix="mqadmin-code-"))
+        atexit.register(shutil.rmtree, folder, True)
+        spark.sparkContext.addPyFile(str(code_zip(folder / "mqadmin.zip")))
+    return spark
+
+
+#: log4j2 settings for the driver JVM: errors only, so stderr keeps our own notes readable. The
+#: gateway's logger is named too: Spark prints a "Setting default log level" banner unless its
+#: level matches the root logger's
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
+logger.repl.level = error
+"""
+
+
+def _quiet_log_config() -> Path:
+    path = Path(tempfile.gettempdir()) / f"mqadmin-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != _LOG4J2:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+def code_zip(dest: Path) -> Path:
+    """A zip of the mqadmin package as executors import it: the ``mqadmin`` folder plus the
+    subpackages installed from other folders (``mqadmin.spark``, ``mqadmin.commands``)."""
+    import importlib
+
+    import mqadmin
+
+    out = dest
+    roots: list[tuple[str, Path]] = [("mqadmin", Path(next(iter(mqadmin.__path__))))]
+    for sub in ("spark", "commands"):
+        try:
+            module = importlib.import_module(f"mqadmin.{sub}")
+        except ImportError:
+            continue
+        folder = Path(next(iter(module.__path__)))
+        if folder.resolve() != (roots[0][1] / sub).resolve():
+            roots.append((f"mqadmin/{sub}", folder))
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for prefix, folder in roots:
+            for path in sorted(folder.rglob("*.py")):
+                if "__pycache__" not in path.parts:
+                    zf.write(path, f"{prefix}/{path.relative_to(folder).as_posix()}")
+    return out
+
+
+def run_replay(
+    plan: Plan,
+    address: str,
+    flt: MessageFilter,
+    target: Target,
+    *,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    overwrite: bool = False,
+    checkpoint: Checkpoint | None = None,
+    stdout: TextIO | None = None,
+    admin: Admin | None = None,
+    note: Callable[[str], None] | None = None,
+    spark: SparkSession | None = None,
+    wave_size: int | None = None,
+    on_wave: Callable[[int, int], None] | None = None,
+) -> ReplayOutcome:
+    """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does.
+
+    ``admin`` is the driver's own connection, used only where the driver sends (an embedded mock
+    store, which executors open read-only). ``on_wave(done, total)`` is called after each wave.
+    """
+    check_master(address, master)
+    t0 = time.monotonic()
+    own = spark is None
+    session = build_session(master, conf) if spark is None else spark
+    try:
+        return _run(session, plan, address, flt, target, overwrite, checkpoint, stdout, admin, wave_size, on_wave, t0)
+    except Exception as exc:
+        if isinstance(exc, MqadminError):
+            raise
+        raise MqadminError(f"the Spark job failed: {job_error(exc)}") from exc
+    finally:
+        if own:
+            session.stop()
+
+
+def _is_embedded(address: str) -> bool:
+    return address == "mock" or address.startswith("mock:")
+
+
+def _waves(slices: Sequence[Slice], size: int) -> Iterator[list[Slice]]:
+    for i in range(0, len(slices), size):
+        yield list(slices[i : i + size])
+
+
+def _run(
+    spark: SparkSession,
+    plan: Plan,
+    address: str,
+    flt: MessageFilter,
+    target: Target,
+    overwrite: bool,
+    checkpoint: Checkpoint | None,
+    stdout: TextIO | None,
+    admin: Admin | None,
+    wave_size: int | None,
+    on_wave: Callable[[int, int], None] | None,
+    t0: float,
+) -> ReplayOutcome:
+    done = dict(checkpoint.done) if checkpoint else {}
+    stats: dict[int, SliceStats] = dict(done)
+    todo = [s for s in plan.slices if s.index not in done]
+    parallelism = max(spark.sparkContext.defaultParallelism, 1)
+    size = wave_size or (parallelism * WAVE_PER_CORE if checkpoint else max(len(todo), 1))
+    resumed = checkpoint is not None and checkpoint.loaded
+    first_write = not done
+    for wave in _waves(todo, size):
+        if target.is_file:
+            mode = ("overwrite" if overwrite or resumed else "errorifexists") if first_write else "append"
+            if mode == "append":
+                _drop_uncommitted(target)
+            wave_stats = _write_files(spark, wave, address, flt, target, mode)
+            first_write = False
+            for s in wave:
+                st = wave_stats.get(s.index) or SliceStats(s.index)
+                stats[s.index] = st
+                if checkpoint is not None:
+                    checkpoint.record(st, {"spark": True})
+        elif target.scheme == "stdout" or (target.is_send and _is_embedded(address)):
+            sink: Sink
+            if target.scheme == "stdout":
+                assert stdout is not None
+                sink = StdoutSink(stdout)
+            else:
+                if admin is None:
+                    raise UsageError("the driver needs a writable admin to send from an embedded mock store")
+                sink = TopicSink(admin, target.value) if target.scheme == "topic" else GroupSink(admin, target.value)
+            for st in _stream(spark, wave, address, flt, sink):
+                stats[st.index] = st
+                if checkpoint is not None:
+                    checkpoint.record(st, {"spark": True})
+        else:
+            mode = jobs.SEND_TOPIC if target.scheme == "topic" else jobs.SEND_GROUP
+            results = jobs.scan(spark, wave, address, flt, mode, target=target.value).collect()
+            for index, doc in results:
+                st = SliceStats.from_json(doc)
+                stats[int(index)] = st
+                if checkpoint is not None:
+                    checkpoint.record(st, {"spark": True})
+        if on_wave is not None:
+            on_wave(len(stats), len(plan.slices))
+    if target.is_file and not todo and not done:
+        # an empty plan still leaves an (empty) output, as the local engine does
+        _write_files(spark, [], address, flt, target, "overwrite" if overwrite else "errorifexists")
+    if checkpoint is not None:
+        checkpoint.finish()
+    return ReplayOutcome(stats, True, len(done), time.monotonic() - t0)
+
+
+def _write_files(
+    spark: SparkSession, wave: Sequence[Slice], address: str, flt: MessageFilter, target: Target, mode: str
+) -> dict[int, SliceStats]:
+    acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type,unused-ignore]
+    if target.scheme == "jsonl":
+        jobs.write_jsonl(spark, jobs.scan(spark, wave, address, flt, jobs.LINES, stats=acc), target.value, mode)
+    else:
+        jobs.write_parquet(spark, jobs.scan(spark, wave, address, flt, jobs.ROWS, stats=acc), target.value, mode)
+    return {int(k): SliceStats.from_json(v) for k, v in dict(acc.value).items()}
+
+
+def _stream(
+    spark: SparkSession, wave: Sequence[Slice], address: str, flt: MessageFilter, sink: Sink
+) -> Iterator[SliceStats]:
+    """Partitions come back to the driver in plan order; each slice ends with a stats marker."""
+    by_index = {s.index: s for s in wave}
+    mode = jobs.STREAM_LINES if isinstance(sink, StdoutSink) else jobs.STREAM_MESSAGES
+    rdd = jobs.scan(spark, wave, address, flt, mode)
+    pending: list[Any] = []
+    for index, payload, marker in rdd.toLocalIterator(prefetchPartitions=True):
+        if marker is None:
+            pending.append(payload)
+            continue
+        slc = by_index[int(index)]
+        st = SliceStats.from_json(marker)
+        if isinstance(sink, StdoutSink):
+            st.written = sink.write_lines(pending)
+        else:
+            messages: list[Message] = pending
+            st.written = sink.write(slc, messages)
+        sink.sync()
+        pending = []
+        yield st
+
+
+def _drop_uncommitted(target: Target) -> None:
+    """A killed job leaves task output under ``_temporary``; the next job's commit would adopt it
+    (same attempt id in local mode), duplicating messages. Local paths only."""
+    if target.is_remote_path:
+        return
+    shutil.rmtree(Path(target.value) / "_temporary", ignore_errors=True)
+
+
+def job_error(exc: BaseException) -> str:
+    """The useful line of a Py4J/PySpark error: the Python exception raised on the executor."""
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exist|Failure|NotOnline)\w*: ", ln):
+            return ln
+    return lines[0] if lines else type(exc).__name__

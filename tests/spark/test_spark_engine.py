@@ -1,0 +1,253 @@
+"""The Spark engine runs the same plan as the local engine and produces the same output."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from mqadmin.admin import Admin, connect  # noqa: E402
+from mqadmin.mock.cluster import MockCluster  # noqa: E402
+from mqadmin.mock.model import RETRY_PREFIX  # noqa: E402
+from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
+from mqadmin.model import Message  # noqa: E402
+from mqadmin.replay.local import Checkpoint, run_local  # noqa: E402
+from mqadmin.replay.planner import Plan, plan_window, select_queues  # noqa: E402
+from mqadmin.replay.records import read_records  # noqa: E402
+from mqadmin.replay.sinks import Target, open_sink, parse_target  # noqa: E402
+from mqadmin.replay.worker import MessageFilter  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One small session for the module: two cores, no UI, one shuffle partition."""
+    from mqadmin.spark.engine import build_session
+
+    session = build_session("local[2]", {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("spark") / "store"
+    cluster = MockCluster.create(root)
+    fill_topic(cluster, "T", 1600, T0, T0 + 40, queues_per_broker=2)  # 10 messages per ms per queue
+    broker = cluster.brokers["broker-a"]
+    for i in range(6):  # bodies that are not UTF-8 take the body_base64 path
+        broker.put_message(Message("T", b"\xff\x00" * i, {"TAGS": "TagA"}, queue_id=i % 2), store_timestamp=T0 + 20)
+    for name in ("CopyLocal", "CopySpark", "CopyExec"):
+        cluster.create_topic(name, 2)
+    for b in cluster.brokers.values():
+        commit_at_time(b, "sms", "T", None)
+        commit_at_time(b, "billing", "T", None)
+    cluster.close()
+    return f"mock://{root}"
+
+
+def make_plan(address: str, begin: int = T0 + 5, end: int = T0 + 33, slice_size: int = 60) -> Plan:
+    admin = connect(address, read_only=True)
+    try:
+        return plan_window(admin, admin.topic_route("T").message_queues(), begin, end, slice_size=slice_size)
+    finally:
+        admin.close()
+
+
+def run_both(store: str, tmp_path: Path, scheme: str, flt: MessageFilter, plan: Plan) -> tuple[Path, Path]:
+
+    local, remote = tmp_path / f"local.{scheme}", tmp_path / f"spark.{scheme}"
+    admin = connect(store, read_only=True)
+    try:
+        run_local(admin, plan, flt, open_sink(parse_target(f"{scheme}:{local}")))
+    finally:
+        admin.close()
+    return local, remote
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "parquet"])
+def test_file_sinks_match_the_local_engine(spark: Any, store: str, tmp_path: Path, scheme: str) -> None:
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store)
+    flt = MessageFilter(plan.begin, plan.end, frozenset({"TagA", "TagB"}))
+    local, remote = run_both(store, tmp_path, scheme, flt, plan)
+    outcome = run_replay(plan, store, flt, parse_target(f"{scheme}:{remote}"), spark=spark)
+    assert remote.is_dir() and (remote / "_SUCCESS").exists()
+    assert any(p.name == "queue_id=1" for p in (remote / "broker=broker-b").iterdir())  # partitioned by queue
+    want = list(read_records(local))
+    assert list(read_records(remote)) == want and len(want) > 500
+    assert outcome.written == len(want) and outcome.complete
+    assert sum(s.scanned for s in outcome.stats.values()) == plan.total
+    if scheme == "jsonl":  # the very same lines, only spread over per-queue files
+        spark_lines = sorted(ln for f in remote.rglob("part-*") for ln in f.read_text().splitlines())
+        assert spark_lines == sorted(local.read_text().splitlines())
+
+
+def test_stdout_is_identical_and_in_order(spark: Any, store: str) -> None:
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store)
+    flt = MessageFilter(plan.begin, plan.end, None, None)
+    local, remote = io.StringIO(), io.StringIO()
+    admin = connect(store, read_only=True)
+    try:
+        run_local(admin, plan, flt, open_sink(Target("stdout"), stdout=local))
+    finally:
+        admin.close()
+    run_replay(plan, store, flt, Target("stdout"), spark=spark, stdout=remote)
+    assert remote.getvalue() == local.getvalue() and local.getvalue().count("\n") == plan.total
+
+
+def copies(admin: Admin, topic: str) -> list[tuple[str, str, bytes]]:
+    out = []
+    for mq in admin.topic_route(topic).message_queues():
+        for m in admin.pull(mq, 0, 10_000).messages:
+            out.append((m.properties["MQADMIN_ORIGIN_BROKER"], m.properties["MQADMIN_ORIGIN_QUEUE_OFFSET"], m.body))
+    return sorted(out)
+
+
+def test_topic_and_group_sinks_from_an_embedded_store(spark: Any, store: str) -> None:
+    """Executors read the store read-only; the driver, which holds the writer, sends."""
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store, T0 + 10, T0 + 12)
+    flt = MessageFilter(plan.begin, plan.end)
+    admin = connect(store)
+    try:
+        run_local(admin, plan, flt, open_sink(Target("topic", "CopyLocal"), admin=admin))
+        run_replay(plan, store, flt, Target("topic", "CopySpark"), spark=spark, admin=admin)
+        assert copies(admin, "CopySpark") == copies(admin, "CopyLocal") and len(copies(admin, "CopyLocal")) == 80
+        billing = admin.consume_stats("billing", "T").offsets
+        run_replay(plan, store, flt, Target("group", "sms"), spark=spark, admin=admin)
+        retry = [
+            m
+            for mq in admin.topic_route(RETRY_PREFIX + "sms").message_queues()
+            for m in admin.pull(mq, 0, 999).messages
+        ]
+        assert len(retry) == 80 and admin.consume_stats("billing", "T").offsets == billing
+    finally:
+        admin.close()
+
+
+def test_executors_send_when_they_can_reach_the_broker(spark: Any, store: str) -> None:
+    """The path a real cluster takes: each executor opens its own (writable) connection and sends."""
+    from mqadmin.spark import jobs
+
+    admin = connect(store, read_only=True)
+    try:
+        queues = select_queues(admin.topic_route("T").message_queues(), ["broker-a"], [0])
+        plan = plan_window(admin, queues, T0 + 10, T0 + 12, slice_size=1000)
+    finally:
+        admin.close()
+    flt = MessageFilter(plan.begin, plan.end)
+    got = jobs.scan(spark, plan.slices, store, flt, jobs.SEND_TOPIC, target="CopyExec").collect()
+    assert [(i, s["written"]) for i, s in got] == [(0, plan.total)]
+    admin = connect(store, read_only=True)
+    try:
+        assert len(copies(admin, "CopyExec")) == plan.total == 20
+    finally:
+        admin.close()
+
+
+def test_checkpointed_waves_resume_without_duplicates(spark: Any, store: str, tmp_path: Path) -> None:
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store, slice_size=40)
+    flt = MessageFilter(plan.begin, plan.end)
+    local, remote = run_both(store, tmp_path, "jsonl", flt, plan)
+    args = {"test": "waves"}
+    cp = Checkpoint.create(tmp_path / "cp", args, plan, "spark")
+
+    def stop_after_first(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    target = parse_target(f"jsonl:{remote}")
+    with pytest.raises(KeyboardInterrupt):
+        run_replay(plan, store, flt, target, spark=spark, checkpoint=cp, wave_size=5, on_wave=stop_after_first)
+    loaded = Checkpoint.load(tmp_path / "cp", args)
+    assert loaded is not None and len(loaded.done) == 5 and not loaded.complete
+    outcome = run_replay(plan, store, flt, target, spark=spark, checkpoint=loaded, wave_size=5)
+    assert outcome.resumed == 5 and outcome.complete
+    assert list(read_records(remote)) == list(read_records(local))
+
+
+def test_bulk_search_matches_the_broker(spark: Any, store: str) -> None:
+    from mqadmin.spark import jobs
+
+    admin = connect(store, read_only=True)
+    try:
+        queries = [
+            (q.topic, q.broker_name, q.queue_id, T0 + ms)
+            for q in admin.topic_route("T").message_queues()
+            for ms in (-1, 7, 21, 50)
+        ]
+        want = [admin.search_offset(connect_mq(q), q[3]) for q in queries]
+    finally:
+        admin.close()
+    got = jobs.bulk_search(spark, store, queries)
+    assert [g[:4] for g in got] == queries and [g[4] for g in got] == want
+
+
+def connect_mq(q: tuple[str, str, int, int]) -> Any:
+    from mqadmin.model import MessageQueue
+
+    return MessageQueue(q[0], q[1], q[2])
+
+
+def test_job_errors_become_one_line() -> None:
+    from mqadmin.spark.engine import job_error
+
+    text = "An error occurred\n  File x\nmqadmin.errors.StoreError: mock store /x is in use\n\tat org.apache..."
+    assert job_error(RuntimeError(text)) == "mqadmin.errors.StoreError: mock store /x is in use"
+
+
+def test_code_zip_imports_without_an_install(tmp_path: Path) -> None:
+    """What executors get on a cluster where mqadmin is not installed."""
+    from mqadmin.spark.engine import code_zip
+
+    zipped = code_zip(tmp_path / "code.zip")
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import mqadmin.spark.jobs, mqadmin.replay.worker, mqadmin.admin;"
+        "print(mqadmin.spark.jobs.__file__)"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(zipped)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(str(zipped))
+
+
+def test_cli_spark_engine_matches_local(store: str, tmp_path: Path) -> None:
+    """The whole command with --engine spark in its own process (its own JVM), against local."""
+    args = ["rangeReplay", "-n", store, "-t", "T", "-b", str(T0 + 3), "-e", str(T0 + 30), "--tag", "TagC"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "mqadmin", *args, *extra, "--json"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+
+    local = run("--to", f"jsonl:{tmp_path / 'l.jsonl'}")
+    remote = run(
+        "--to",
+        f"parquet:{tmp_path / 's'}",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[1]",
+        "--spark-conf",
+        "spark.sql.shuffle.partitions=1",
+    )
+    assert local.returncode == 0 and remote.returncode == 0, remote.stderr
+    assert json.loads(remote.stdout)["engine"] == "spark"
+    assert json.loads(remote.stdout)["written"] == json.loads(local.stdout)["written"] > 0
+    assert list(read_records(tmp_path / "s")) == list(read_records(tmp_path / "l.jsonl"))
