@@ -55,8 +55,12 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
 
 
 def store_time_at(admin: Admin, mq: MessageQueue, offset: int) -> int | None:
-    """Store time of the message at ``offset`` (None past the end or when it is gone)."""
-    result = admin.pull(mq, offset, 1)
+    """Store time of the message at ``offset`` (None past the end, when it is gone, or when
+    the broker does not have the topic)."""
+    try:
+        result = admin.pull(mq, offset, 1)
+    except errors.TopicNotExist:
+        return None
     for msg in result.messages:
         if msg.queue_offset == offset:
             return msg.store_timestamp

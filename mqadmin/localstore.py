@@ -8,6 +8,13 @@ knows them. The Java client writes fastjson with message-queue *objects* as keys
 ``offsets.json.bak`` exactly when the clients do, and write back in the form the file has, with
 the clients' own protocol (``.tmp`` → ``.bak`` → rename) so a client starting at any moment reads
 the old or the new offsets, never a torn file.
+
+The C++ client 2.x (the one rocketmq-client-python loads) is different in every respect: its file
+is ``~/.rocketmq_offsets/<ip>@<instanceName>/<group>/offsets.Json`` (capital J), a Boost text
+archive of ``std::map<std::string, int64>`` keyed by each queue's styled JSON text; it writes the
+whole archive to ``offsets.Json.bak`` and renames that over ``offsets.Json``, and it never reads
+the ``.bak``: a missing file means no offsets, an empty or unreadable one stops the consumer's
+start. We read, and write, exactly that.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +33,20 @@ from mqadmin.errors import StoreError, UsageError
 from mqadmin.model import MessageQueue
 
 OFFSETS_FILE = "offsets.json"
+#: rocketmq-client-cpp 2.x (rocketmq-client-python): a Boost text archive, despite the name
+BOOST_FILE = "offsets.Json"
 BAK = ".bak"
 TMP = ".tmp"
 #: key forms, by the client that writes them
-JAVA, CPP, ONS = "java", "cpp", "ons"
-#: where the offsets came from
+JAVA, CPP, ONS, BOOST = "java", "cpp", "ons", "boost"
+#: where the offsets came from (FROM_FILE: the offsets file itself, whichever its name)
 FROM_FILE, FROM_BAK, FROM_NONE = OFFSETS_FILE, OFFSETS_FILE + BAK, "none"
-LAYOUT_HINT = "broadcast consumers keep them in ~/.rocketmq_offsets/<clientId>/<group>/offsets.json"
+LAYOUT_HINT = (
+    "broadcast consumers keep them in ~/.rocketmq_offsets/<clientId>/<group>/offsets.json, "
+    "or offsets.Json for rocketmq-client-cpp 2.x"
+)
+#: the file names a group folder may hold offsets in, one client form family each
+MAIN_FILES = (OFFSETS_FILE, BOOST_FILE)
 
 
 class FileChanged(UsageError):
@@ -56,10 +71,18 @@ class OffsetsFile:
     bak_bytes: bytes | None = None
     #: the key text of each queue in a string-keyed file, so a rewrite keeps the keys as they were
     key_text: dict[MessageQueue, str] = field(default_factory=dict)
+    #: a Boost archive's header fields, repeated as they were when the file is rewritten
+    archive: ArchiveHeader | None = None
 
     @property
     def bak_path(self) -> Path:
         return self.path.with_name(self.path.name + BAK)
+
+    @property
+    def previous_copy(self) -> Path | None:
+        """Where a rewrite leaves the previous content: the .bak of the JSON forms; nowhere for
+        the Boost form, whose client uses the .bak only as the new file's staging name."""
+        return None if self.style == BOOST else self.bak_path
 
     def to_json(self) -> dict[str, Any]:
         return {

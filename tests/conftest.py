@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,25 +76,47 @@ def cli_proc() -> Callable[..., CliResult]:
 
 @dataclass
 class Store:
-    """A mock store on disk and the facts tests assert against."""
+    """A mock store on disk and the facts tests assert against; with ``server`` set, commands
+    reach it over TCP through the remoting backend instead of the embedded one."""
 
     path: Path
     version: str
     start_ms: int
     end_ms: int
+    server: Any = None
 
     @property
     def address(self) -> str:
-        return f"mock://{self.path}"
+        return self.server.namesrv_addr if self.server is not None else f"mock://{self.path}"
 
     def open(self, writable: bool = False) -> MockCluster:
+        """Open the files (read-only unless asked); a running server flushes its state first."""
+        if self.server is not None:
+            if writable:
+                raise RuntimeError("the server holds the store; stop it first")
+            with self.server.lock:
+                self.server.cluster.flush()
         return MockCluster(self.path, writable=writable)
 
 
 @pytest.fixture
-def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
+def door(request: pytest.FixtureRequest) -> str:
+    """How commands reach a test store: "embedded", or "tcp" through the mock server."""
+    return str(getattr(request, "param", "embedded"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The command tests run twice, embedded and through the TCP server with the remoting
+    backend: a command must not be able to tell the difference."""
+    if "door" in metafunc.fixturenames and metafunc.definition.path.parent.name == "commands":
+        metafunc.parametrize("door", ["embedded", "tcp"], indirect=True)
+
+
+@pytest.fixture
+def make_store(tmp_path: Path, door: str) -> Iterator[Callable[..., Store]]:
     """Build a store: ``topic`` with ``count`` messages over the last ``span_ms``, groups committed."""
     made = 0
+    servers: list[Any] = []
 
     def make(
         version: str = "5.3.3",
@@ -122,6 +145,14 @@ def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
             for broker in cluster.brokers.values():
                 commit_at_time(broker, group, topic, at)
         cluster.close()
-        return Store(path, version, start, end)
+        store = Store(path, version, start, end)
+        if door == "tcp":
+            from mqadmin.mock.server import MockServer
+
+            store.server = MockServer(MockCluster(path, writable=True), namesrv_port=0).start()
+            servers.append(store.server)
+        return store
 
     yield make
+    for server in servers:
+        server.stop()

@@ -190,7 +190,10 @@ class MockAdmin:
 
     # messages
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
-        outcome = self._broker(mq.broker_name).pull(None, mq.topic, mq.queue_id, offset, max_nums)
+        broker = self._broker(mq.broker_name)
+        if broker.topic_config(mq.topic) is None:  # as a broker answers PULL_MESSAGE
+            raise errors.TopicNotExist(f"topic[{mq.topic}] not exist, apply first please!", broker.addr)
+        outcome = broker.pull(None, mq.topic, mq.queue_id, offset, max_nums)
         messages = [m for r in outcome.records for m in iter_messages(r)]
         for m in messages:
             m.broker_name = mq.broker_name

@@ -271,16 +271,22 @@ def test_a_broker_backup_restores_into_every_client_file(tree: Tree, cli: Callab
 
 
 @pytest.fixture
-def online_broadcast(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every broker the CLI opens sees one BROADCASTING client of group ``sms`` heartbeating."""
+def online_broadcast(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every broker the CLI reaches sees one BROADCASTING client of group ``sms`` heartbeating."""
+    client = ClientInfo("10.0.0.9@1", "sms", "10.0.0.9:5000", "JAVA", 453, message_model="BROADCASTING")
+    server = tree.store.server
+    if server is not None:
+        with server.lock:
+            for broker in server.cluster.brokers.values():
+                broker.clients["sms"][client.client_id] = client
+        yield
+        return
     real = mqadmin.admin.connect
 
     def connect(address: str | None, **kw: Any) -> Any:
         admin = real(address, **kw)
         for broker in admin.cluster.brokers.values():  # type: ignore[attr-defined]
-            broker.clients["sms"]["10.0.0.9@1"] = ClientInfo(
-                "10.0.0.9@1", "sms", "10.0.0.9:5000", "JAVA", 453, message_model="BROADCASTING"
-            )
+            broker.clients["sms"][client.client_id] = client
         return admin
 
     monkeypatch.setattr(mqadmin.admin, "connect", connect)

@@ -12,7 +12,7 @@ from mqadmin.mock.cluster import MockCluster
 
 
 def offsets(store: Store, group: str, topic: str = "TopicTest") -> dict[tuple[str, int], int]:
-    cluster = MockCluster(store.path)
+    cluster = store.open()
     try:
         return {
             (name, q): o
