@@ -53,6 +53,20 @@ class FileChanged(UsageError):
     """The file is not what the plan was made from (a client wrote it meanwhile)."""
 
 
+@dataclass(frozen=True)
+class ArchiveHeader:
+    """The numbers a Boost text archive of ``std::map<std::string, int64>`` carries besides its
+    entries; kept from the file read so a rewrite is what the client's own Boost would write."""
+
+    #: Boost's archive library version; a client refuses an archive newer than its Boost
+    library_version: int = 17  # what rocketmq-client-python's librocketmq (C++ client 2.1.0) writes
+    map_tracking: int = 0
+    map_version: int = 0
+    item_version: int = 0
+    pair_tracking: int = 0
+    pair_version: int = 0
+
+
 @dataclass
 class OffsetsFile:
     """One client's offsets of one group, as that client would load them."""
@@ -149,10 +163,13 @@ def _read_bytes(path: Path) -> bytes | None:
 
 def read_offsets_file(path: Path, group: str, client: str) -> OffsetsFile:
     """Load as the Java and C++ clients do: offsets.json, or offsets.json.bak when the file is
-    missing, empty or does not parse; a .bak that does not parse either stops the client."""
+    missing, empty or does not parse; a .bak that does not parse either stops the client.
+    An offsets.Json (or any file holding a Boost archive) is loaded as C++ client 2.x does."""
     out = OffsetsFile(path=path, group=group, client=client)
     out.main_bytes = _read_bytes(path)
     out.bak_bytes = _read_bytes(out.bak_path)
+    if path.name == BOOST_FILE or is_boost_archive(out.main_bytes or b""):
+        return _read_boost(out)
     if out.main_bytes:
         try:
             out.offsets, out.style, out.key_text = parse_offsets(out.main_bytes)
@@ -182,6 +199,35 @@ def read_offsets_file(path: Path, group: str, client: str) -> OffsetsFile:
     return out
 
 
+def _read_boost(out: OffsetsFile) -> OffsetsFile:
+    """C++ client 2.x's load(): no file, no offsets; an empty or unreadable file fails the
+    consumer's start; the .bak (its staging file) is never read."""
+    name = out.path.name
+    out.style = BOOST
+    if out.main_bytes is None:
+        out.source = FROM_NONE
+        out.note = f"{name} is missing: the client starts from its consumeFromWhere"
+        if out.bak_bytes is not None:
+            out.note += f" ({name}{BAK} is an unfinished write, which rocketmq-client-cpp 2.x never reads)"
+        return out
+    if not out.main_bytes:
+        out.source, out.broken = FROM_NONE, True
+        out.note = f"{name} is empty: rocketmq-client-cpp 2.x fails to start on it (delete it to start afresh)"
+        return out
+    try:
+        out.offsets, out.key_text, out.archive = parse_boost_offsets(out.main_bytes)
+    except ArchiveError as exc:
+        out.source, out.broken = FROM_NONE, True
+        out.note = (
+            f"{name} is not a Boost archive the client can load ({_short(exc)}): "
+            "rocketmq-client-cpp 2.x fails to start on it"
+        )
+    except ValueError as exc:
+        out.source, out.broken = FROM_NONE, True
+        out.note = f"{name} holds what mqadmin does not take for offsets ({_short(exc)}); it was not read"
+    return out
+
+
 def _short(exc: Exception) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text if len(text) <= 80 else text[:77] + "..."
@@ -190,24 +236,25 @@ def _short(exc: Exception) -> str:
 def find_offset_files(path: Path, group: str | None = None) -> list[OffsetsFile]:
     """Every client's offsets file of ``group`` (all groups when None) at or under ``path``.
 
-    ``path`` may be one offsets.json, a client's folder (``<clientId>/`` or its ``<group>/``), a
-    whole offsets folder, or a tree collected from many hosts: each ``<group>/offsets.json``
-    found is one client's, named by its ``<clientId>`` folder (by its path when that repeats).
+    ``path`` may be one offsets.json (or offsets.Json), a client's folder (``<clientId>/`` or its
+    ``<group>/``), a whole offsets folder, or a tree collected from many hosts: each
+    ``<group>/offsets.json`` or ``<group>/offsets.Json`` found is one client's, named by its
+    ``<clientId>`` folder (by its path when that repeats; with the file's name when one folder
+    holds both, as after an upgrade from the 2.x C++ client).
     """
     path = path.expanduser()
     if not path.exists():
         raise UsageError(f"--local-store {path}: no such file or folder")
     if path.is_file():
-        main = path.with_name(OFFSETS_FILE) if path.name in (FROM_BAK, OFFSETS_FILE + TMP) else path
-        folders = [main.parent]
-        names = {main.parent: main.name}
+        main = path.with_name(_main_name(path.name) or path.name)
+        entries = [(main.parent, main.name)]
         root = main.parent.parent
     else:
-        folders = sorted(_group_folders(path))
-        names = {}
+        entries = [(f, name) for f in _group_folders(path) for name in _offsets_names(f)]
         root = path
-        if not folders:
-            raise UsageError(f"no {OFFSETS_FILE} under {path} ({LAYOUT_HINT})")
+        if not entries:
+            raise UsageError(f"no {OFFSETS_FILE} under {path}, nor {BOOST_FILE} ({LAYOUT_HINT})")
+    folders = sorted({f for f, _ in entries})
     groups = sorted({f.name for f in folders})
     if group is not None:
         picked = [f for f in folders if f.name == group]
@@ -217,25 +264,44 @@ def find_offset_files(path: Path, group: str | None = None) -> list[OffsetsFile]
                     f"{path} holds the offsets of group {folders[0].name!r} (its folder's name), not of -g {group}"
                 )
             raise UsageError(f"no offsets of group {group!r} under {path} (groups there: {', '.join(groups)})")
+        entries = [(f, name) for f, name in entries if f.name == group]
         folders = picked
     labels = _client_labels(folders, root)
-    files = [read_offsets_file(f / names.get(f, OFFSETS_FILE), f.name, labels[f]) for f in folders]
+    shared = {f for f in folders if sum(1 for g, _ in entries if g == f) > 1}
+    files = [
+        read_offsets_file(f / name, f.name, f"{labels[f]} ({name})" if f in shared else labels[f])
+        for f, name in sorted(entries)
+    ]
     return sorted(files, key=lambda f: (f.group, f.client))
 
 
+def _main_name(name: str) -> str | None:
+    """The offsets file a name belongs to: itself, or the file its .bak or .tmp stands for."""
+    for main in MAIN_FILES:
+        if name in (main, main + BAK, main + TMP):
+            return main
+    return None
+
+
 def _group_folders(top: Path) -> Iterable[Path]:
-    if _has_offsets(top):
+    if _offsets_names(top):
         yield top
         return
     for folder, dirs, _files in os.walk(top, followlinks=False):
         dirs.sort()
         here = Path(folder)
-        if here != top and _has_offsets(here):
+        if here != top and _offsets_names(here):
             yield here
 
 
-def _has_offsets(folder: Path) -> bool:
-    return (folder / OFFSETS_FILE).is_file() or (folder / FROM_BAK).is_file()
+def _offsets_names(folder: Path) -> list[str]:
+    """The offsets files a group folder holds (or only their .bak), by their names as listed,
+    so offsets.json and offsets.Json stay apart on a case-insensitive file system too."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return []
+    return [main for main in MAIN_FILES if any(n in names and (folder / n).is_file() for n in (main, main + BAK))]
 
 
 def _client_labels(folders: list[Path], root: Path) -> dict[Path, str]:
@@ -262,6 +328,9 @@ def _client_labels(folders: list[Path], root: Path) -> dict[Path, str]:
 
 def render(file: OffsetsFile, offsets: Mapping[MessageQueue, int]) -> bytes:
     """The file's new content, in the form the file already has."""
+    if file.style == BOOST:
+        entries = {file.key_text.get(mq) or boost_key(mq): int(off) for mq, off in offsets.items()}
+        return render_boost_archive(entries, file.archive or ArchiveHeader())
     if file.style == CPP:
         return _render_cpp(file, offsets).encode()
     if file.style == ONS:
@@ -299,30 +368,34 @@ def check_writable(files: Iterable[OffsetsFile]) -> None:
 
 
 def write_offsets(file: OffsetsFile, offsets: Mapping[MessageQueue, int]) -> None:
-    """Write the client's way: new content to ``.tmp``, the previous content to ``.bak``, rename.
+    """Write the client's way, so a client starting meanwhile never sees a torn file.
 
-    A client starting meanwhile reads the old file (or, while it is being replaced, the .bak
-    holding the old content); it never sees a torn one. A corrupt offsets.json is not copied over
-    a good .bak. Refuses (FileChanged) when either file differs from what the plan was made from.
+    JSON forms: new content to ``.tmp``, the previous content to ``.bak``, rename; a client
+    starting meanwhile reads the old file (or the .bak holding the old content). A corrupt
+    offsets.json is not copied over a good .bak. Boost form (C++ client 2.x): new content to
+    ``offsets.Json.bak``, rename over offsets.Json; that client never reads the .bak, and a
+    rename is atomic. Refuses (FileChanged) when either file differs from what the plan was made
+    from.
     """
     data = render(file, offsets)
     ensure_unchanged(file)
-    tmp = file.path.with_name(file.path.name + TMP)
+    boost = file.style == BOOST
+    staging = file.bak_path if boost else file.path.with_name(file.path.name + TMP)
     like = file.path if file.main_bytes is not None else (file.bak_path if file.bak_bytes is not None else None)
     try:
-        _write_synced(tmp, data, like)
-        if file.source == FROM_FILE and file.main_bytes:
+        _write_synced(staging, data, like)
+        if not boost and file.source == FROM_FILE and file.main_bytes:
             _write_synced(file.bak_path, file.main_bytes, file.path)
-        ensure_unchanged(file, ignore_bak=file.source == FROM_FILE)
-        os.replace(tmp, file.path)
+        ensure_unchanged(file, ignore_bak=boost or file.source == FROM_FILE)
+        os.replace(staging, file.path)
         _fsync_dir(file.path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            staging.unlink()
         raise StoreError(f"cannot write {file.path}: {exc.strerror or exc}") from None
     except BaseException:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            staging.unlink()
         raise
 
 
@@ -358,6 +431,186 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Boost text archive of C++ client 2.x
+#
+# What boost::archive::text_oarchive writes for a std::map<std::string, int64>, token by token,
+# one space apart (protocol doc §7.4; checked against files the client wrote):
+#
+#   22 serialization::archive   the signature, saved as a string: its length, a space, its bytes
+#   <library version>           Boost's archive version (17 from the 2.1.0 library)
+#   <tracking> <version>        the map's class information: 0 0
+#   <count> <item version>      the number of entries, then the pair type's version: 0
+#   <tracking> <version>        the pair's class information, 0 0, only when there are entries
+#   <length> <key> <offset>     per entry, in std::map order (the keys' bytes): the key is saved as
+#                               a string, its bytes verbatim (newlines included), then the offset
+#   \n                          the archive's end
+#
+# Each key is MessageQueue::toJson().toStyledString(): jsoncpp's styled writer, members sorted,
+# three-space indents, `"name" : value`, ending with a newline.
+
+BOOST_SIGNATURE = b"serialization::archive"
+_BOOST_START = re.compile(rb"\s*22 serialization::archive\s")
+_WHITESPACE = b" \t\n\v\f\r"
+_UNSIGNED = re.compile(rb"[0-9]+")
+_SIGNED = re.compile(rb"-?[0-9]+")
+_INT64 = 1 << 63
+#: the oldest archive library version with this layout (the item version came in with 4)
+_MIN_LIBRARY_VERSION = 4
+
+
+class ArchiveError(ValueError):
+    """The content is not a Boost archive of the client's map: its loader throws on it."""
+
+
+def is_boost_archive(data: bytes) -> bool:
+    """Whether content starts like a Boost text archive (a copy may have any file name)."""
+    return _BOOST_START.match(data) is not None
+
+
+def boost_key(mq: MessageQueue) -> str:
+    """The key C++ client 2.x writes for a queue: its styled JSON text."""
+    return (
+        "{\n"
+        f'   "brokerName" : {json.dumps(mq.broker_name)},\n'
+        f'   "queueId" : {mq.queue_id},\n'
+        f'   "topic" : {json.dumps(mq.topic)}\n'
+        "}\n"
+    )
+
+
+class _ArchiveReader:
+    """text_iarchive's reading rules: numbers are whitespace-separated tokens; a string is its
+    length, one separating space, then exactly that many bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _token(self, what: str) -> tuple[bytes, int]:
+        data, i = self.data, self.pos
+        while i < len(data) and data[i] in _WHITESPACE:
+            i += 1
+        j = i
+        while j < len(data) and data[j] not in _WHITESPACE:
+            j += 1
+        if i == j:
+            raise ArchiveError(f"it ends before {what}")
+        self.pos = j
+        return data[i:j], i
+
+    def number(self, what: str, *, signed: bool = False) -> int:
+        token, at = self._token(what)
+        if not (_SIGNED if signed else _UNSIGNED).fullmatch(token):
+            raise ArchiveError(f"{what} at byte {at} is {token[:20]!r}, not a number")
+        value = int(token)
+        if not -_INT64 <= value < _INT64:
+            raise ArchiveError(f"{what} at byte {at} ({value}) does not fit in 64 bits")
+        return value
+
+    def string(self, what: str) -> bytes:
+        size = self.number(f"the length of {what}")
+        if self.data[self.pos : self.pos + 1] != b" ":
+            raise ArchiveError(f"no space after the length of {what} (byte {self.pos})")
+        start = self.pos + 1
+        if start + size > len(self.data):
+            raise ArchiveError(f"{what} is cut short: {size} bytes announced, {len(self.data) - start} left")
+        self.pos = start + size
+        return self.data[start : self.pos]
+
+    def expect(self, what: str, allowed: int) -> int:
+        value = self.number(what)
+        if value != allowed:
+            raise ArchiveError(f"{what} is {value}, not {allowed}: not the map rocketmq-client-cpp 2.x writes")
+        return value
+
+
+def parse_boost_archive(data: bytes) -> tuple[list[tuple[bytes, int]], ArchiveHeader]:
+    """The entries (key bytes, offset; in file order) and header of an offsets.Json.
+
+    Strict where the client's Boost is (signature, numbers, counts, string lengths) and where
+    it is lenient only by accident: any other tracking or version than the client writes, or
+    anything but whitespace after the last entry, is refused rather than guessed at.
+    """
+    r = _ArchiveReader(data)
+    try:
+        signature = r.string("the signature")
+    except ArchiveError:
+        raise ArchiveError(f"it does not start with '22 {BOOST_SIGNATURE.decode()}'") from None
+    if signature != BOOST_SIGNATURE:
+        raise ArchiveError(f"its signature is {signature[:40]!r}, not {BOOST_SIGNATURE.decode()!r}")
+    version = r.number("the library version")
+    if version < _MIN_LIBRARY_VERSION:
+        raise ArchiveError(f"library version {version} predates the layout read here ({_MIN_LIBRARY_VERSION} or later)")
+    map_tracking = r.expect("the map's tracking level", 0)
+    map_version = r.expect("the map's class version", 0)
+    count = r.number("the entry count")
+    item_version = r.expect("the entries' item version", 0)
+    pair_tracking = pair_version = 0
+    if count:
+        pair_tracking = r.expect("the entries' tracking level", 0)
+        pair_version = r.expect("the entries' class version", 0)
+    entries: list[tuple[bytes, int]] = []
+    for n in range(1, count + 1):
+        key = r.string(f"key {n} of {count}")
+        entries.append((key, r.number(f"the offset of key {n} of {count}", signed=True)))
+    rest = data[r.pos :]
+    if rest.strip(_WHITESPACE):
+        raise ValueError(f"{len(rest.strip(_WHITESPACE))} bytes follow the last of the {count} entries")
+    header = ArchiveHeader(version, map_tracking, map_version, item_version, pair_tracking, pair_version)
+    return entries, header
+
+
+def parse_boost_offsets(data: bytes) -> tuple[dict[MessageQueue, int], dict[MessageQueue, str], ArchiveHeader]:
+    """(offsets, key text, header) of an offsets.Json, as the client loads it: a repeated key
+    keeps its first offset (std::map insert), and the map is applied in key order."""
+    entries, header = parse_boost_archive(data)
+    table: dict[bytes, int] = {}
+    for key, offset in entries:
+        table.setdefault(key, offset)
+    offsets: dict[MessageQueue, int] = {}
+    key_text: dict[MessageQueue, str] = {}
+    for key, offset in sorted(table.items()):
+        try:
+            text = key.decode("utf-8")
+            mq = _queue_of_key(json.loads(text))
+        except ValueError:
+            raise ValueError(f"key {key[:60]!r} is not a message queue's JSON") from None
+        offsets[mq] = offset
+        key_text[mq] = text
+    return offsets, key_text, header
+
+
+def _queue_of_key(doc: Any) -> MessageQueue:
+    if isinstance(doc, dict):
+        topic, broker, qid = doc.get("topic"), doc.get("brokerName"), doc.get("queueId")
+        if isinstance(topic, str) and isinstance(broker, str) and isinstance(qid, int) and not isinstance(qid, bool):
+            return MessageQueue(topic, broker, qid)
+    raise ValueError("not a message queue")
+
+
+def render_boost_archive(entries: Mapping[str, int], header: ArchiveHeader) -> bytes:
+    """The archive text_oarchive writes for these entries: keys in std::map (byte) order."""
+    h = header
+    tokens = [
+        b"%d %s %d %d %d %d %d"
+        % (
+            len(BOOST_SIGNATURE),
+            BOOST_SIGNATURE,
+            h.library_version,
+            h.map_tracking,
+            h.map_version,
+            len(entries),
+            h.item_version,
+        )
+    ]
+    if entries:
+        tokens.append(b"%d %d" % (h.pair_tracking, h.pair_version))
+    for key, offset in sorted((k.encode(), int(v)) for k, v in entries.items()):
+        tokens.append(b"%d %s %d" % (len(key), key, offset))
+    return b" ".join(tokens) + b"\n"
 
 
 # ---------------------------------------------------------------------------------------------

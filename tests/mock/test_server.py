@@ -1183,6 +1183,7 @@ def test_official_client_produces_consumes_commits_and_is_reset(
             reset = admin.call(
                 RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                 {"topic": TOPIC, "group": group, "timestamp": 0, "isForce": True, "queueId": -1, "offset": -1},
+                language="CPP",  # so a client-push broker sends the body C++ consumers decode
             )
         finally:
             admin.close()
