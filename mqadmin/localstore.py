@@ -71,15 +71,16 @@ class ArchiveHeader:
 class OffsetsFile:
     """One client's offsets of one group, as that client would load them."""
 
-    path: Path  # the offsets.json (it may be missing when only the .bak is left)
+    path: Path  # the offsets.json or offsets.Json (it may be missing when only the .bak is left)
     group: str
     client: str
     offsets: dict[MessageQueue, int] = field(default_factory=dict)
     source: str = FROM_FILE
     style: str = JAVA
-    #: why the .bak was read, or why there are no offsets; None when offsets.json was fine
+    #: why the .bak was read, or why there are no offsets; None when the file itself was fine
     note: str | None = None
-    #: both offsets.json and its .bak are unreadable: the client fails to start on them
+    #: the client fails to start on these files (offsets.json and its .bak both unreadable; an
+    #: empty or unreadable offsets.Json), or mqadmin refuses to interpret them
     broken: bool = False
     main_bytes: bytes | None = None
     bak_bytes: bytes | None = None
@@ -224,7 +225,7 @@ def _read_boost(out: OffsetsFile) -> OffsetsFile:
         )
     except ValueError as exc:
         out.source, out.broken = FROM_NONE, True
-        out.note = f"{name} holds what mqadmin does not take for offsets ({_short(exc)}); it was not read"
+        out.note = f"{name} is not as rocketmq-client-cpp 2.x writes it ({_short(exc)}): mqadmin does not read it"
     return out
 
 
@@ -437,7 +438,8 @@ def _fsync_dir(folder: Path) -> None:
 # The Boost text archive of C++ client 2.x
 #
 # What boost::archive::text_oarchive writes for a std::map<std::string, int64>, token by token,
-# one space apart (protocol doc §7.4; checked against files the client wrote):
+# one space apart (protocol doc §7.4; checked against files the client wrote, and against
+# Boost 1.74's text_iarchive for what it accepts or throws on):
 #
 #   22 serialization::archive   the signature, saved as a string: its length, a space, its bytes
 #   <library version>           Boost's archive version (17 from the 2.1.0 library)
@@ -456,13 +458,18 @@ _BOOST_START = re.compile(rb"\s*22 serialization::archive\s")
 _WHITESPACE = b" \t\n\v\f\r"
 _UNSIGNED = re.compile(rb"[0-9]+")
 _SIGNED = re.compile(rb"-?[0-9]+")
+_NUMBER_START = re.compile(rb"[+-]?[0-9]")
 _INT64 = 1 << 63
 #: the oldest archive library version with this layout (the item version came in with 4)
 _MIN_LIBRARY_VERSION = 4
 
 
 class ArchiveError(ValueError):
-    """The content is not a Boost archive of the client's map: its loader throws on it."""
+    """Content the client's Boost loader throws on: C++ client 2.x fails to start on the file.
+
+    A plain ValueError is content Boost would let through but the client's writer never
+    produces (a '+2', another class version, bytes after the last entry): refused, not guessed at.
+    """
 
 
 def is_boost_archive(data: bytes) -> bool:
@@ -483,7 +490,7 @@ def boost_key(mq: MessageQueue) -> str:
 
 class _ArchiveReader:
     """text_iarchive's reading rules: numbers are whitespace-separated tokens; a string is its
-    length, one separating space, then exactly that many bytes."""
+    length, one separating byte, then exactly that many bytes. Only the writer's form is taken."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -504,7 +511,10 @@ class _ArchiveReader:
     def number(self, what: str, *, signed: bool = False) -> int:
         token, at = self._token(what)
         if not (_SIGNED if signed else _UNSIGNED).fullmatch(token):
-            raise ArchiveError(f"{what} at byte {at} is {token[:20]!r}, not a number")
+            # istream >> fails unless the token starts like a number; past that, Boost reads on
+            # from wherever the number stopped, which mqadmin does not follow
+            error = ValueError if _NUMBER_START.match(token) else ArchiveError
+            raise error(f"{what} at byte {at} is {token[:20]!r}, not a number as the client writes it")
         value = int(token)
         if not -_INT64 <= value < _INT64:
             raise ArchiveError(f"{what} at byte {at} ({value}) does not fit in 64 bits")
@@ -512,27 +522,29 @@ class _ArchiveReader:
 
     def string(self, what: str) -> bytes:
         size = self.number(f"the length of {what}")
+        if self.pos >= len(self.data):
+            raise ArchiveError(f"it ends before {what}")
         if self.data[self.pos : self.pos + 1] != b" ":
-            raise ArchiveError(f"no space after the length of {what} (byte {self.pos})")
+            raise ValueError(f"the length of {what} is not followed by a space (byte {self.pos})")
         start = self.pos + 1
         if start + size > len(self.data):
             raise ArchiveError(f"{what} is cut short: {size} bytes announced, {len(self.data) - start} left")
         self.pos = start + size
         return self.data[start : self.pos]
 
-    def expect(self, what: str, allowed: int) -> int:
+    def expect(self, what: str, allowed: int, error: type[ValueError] = ValueError) -> int:
         value = self.number(what)
         if value != allowed:
-            raise ArchiveError(f"{what} is {value}, not {allowed}: not the map rocketmq-client-cpp 2.x writes")
+            raise error(f"{what} is {value}, not {allowed} as rocketmq-client-cpp 2.x writes it")
         return value
 
 
 def parse_boost_archive(data: bytes) -> tuple[list[tuple[bytes, int]], ArchiveHeader]:
     """The entries (key bytes, offset; in file order) and header of an offsets.Json.
 
-    Strict where the client's Boost is (signature, numbers, counts, string lengths) and where
-    it is lenient only by accident: any other tracking or version than the client writes, or
-    anything but whitespace after the last entry, is refused rather than guessed at.
+    Raises ArchiveError where the client's Boost throws (signature, numbers, counts, string
+    lengths, an archive cut short) and ValueError where Boost is lenient only by accident: any
+    other tracking or version than the client writes, or bytes after the last entry.
     """
     r = _ArchiveReader(data)
     try:
@@ -550,7 +562,8 @@ def parse_boost_archive(data: bytes) -> tuple[list[tuple[bytes, int]], ArchiveHe
     item_version = r.expect("the entries' item version", 0)
     pair_tracking = pair_version = 0
     if count:
-        pair_tracking = r.expect("the entries' tracking level", 0)
+        # a tracked pair carries an object id Boost then fails to find: the load throws
+        pair_tracking = r.expect("the entries' tracking level", 0, ArchiveError)
         pair_version = r.expect("the entries' class version", 0)
     entries: list[tuple[bytes, int]] = []
     for n in range(1, count + 1):

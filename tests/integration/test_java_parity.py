@@ -264,7 +264,11 @@ def _commit(world: World, group: str, offsets: Mapping[MessageQueue, int]) -> No
 
 
 def _start_online_consumer(world: World) -> oc.Peer:
-    """The official C++ push consumer on G_ONLINE; returns once every message is committed."""
+    """The official C++ push consumer on G_ONLINE; returns once every message is committed.
+
+    It also commits its %RETRY% queue (one per broker), in a later 5 s persist round than the
+    topic's queues; both tools must see the same, settled table, so wait for those rows too.
+    """
     peer = oc.push_consumer(
         world.cluster.namesrv_addr, G_ONLINE, TOPIC, workdir=world.workdir / "online-consumer", name="online"
     ).start()
@@ -272,8 +276,11 @@ def _start_online_consumer(world: World) -> oc.Peer:
         peer.wait_for_messages(PER_QUEUE * len(world.queues), timeout=60)
         deadline = time.monotonic() + 30
         while True:
-            stats = world.admin.consume_stats(G_ONLINE, TOPIC).offsets
-            if len(stats) == len(world.queues) and all(w.consumer_offset == PER_QUEUE for w in stats.values()):
+            stats = world.admin.consume_stats(G_ONLINE).offsets
+            topic_rows = [w for mq, w in stats.items() if mq.topic == TOPIC]
+            retry_brokers = {mq.broker_name for mq in stats if mq.topic == RETRY + G_ONLINE}
+            done = len(topic_rows) == len(world.queues) and all(w.consumer_offset == PER_QUEUE for w in topic_rows)
+            if done and len(retry_brokers) == BROKERS:
                 return peer
             assert time.monotonic() < deadline, f"{G_ONLINE} did not commit: {stats}"
             time.sleep(0.5)
