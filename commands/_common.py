@@ -118,7 +118,7 @@ def check_clients_stopped(ctx: Context, admin: Admin | None, group: str, while_r
     if admin is None:
         ctx.env.warn(
             f"no -n: cannot check whether group {group}'s clients are running; a running broadcast consumer "
-            "rewrites its offsets.json within seconds, so stop it first"
+            "rewrites its offsets file within seconds, so stop it first"
         )
         return
     try:
@@ -136,6 +136,6 @@ def check_clients_stopped(ctx: Context, admin: Admin | None, group: str, while_r
         ctx.env.warn(f"{online}; writing anyway (--while-running): a running client may overwrite the change")
         return
     raise errors.UsageError(
-        f"{online}: a running broadcast consumer rewrites its offsets.json within seconds and would undo this; "
+        f"{online}: a running broadcast consumer rewrites its offsets file within seconds and would undo this; "
         "stop the clients first (or pass --while-running, which is unsafe)"
     )

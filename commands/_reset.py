@@ -378,7 +378,8 @@ def execute_local_plan(
         if back.source != FROM_FILE or wrong:
             result.errors.append({"broker": client, "message": f"read back of {f.path} does not match", "code": None})
             continue
-        result.method[client] = f"rewrote {f.path} ({f.style} form; previous content in {f.bak_path.name})"
+        kept = f"previous content in {f.previous_copy.name}" if f.previous_copy else "previous offsets in the backup"
+        result.method[client] = f"rewrote {f.path} ({f.style} form; {kept})"
     if result.errors:
         failed = ", ".join(sorted({e["broker"] for e in result.errors}))
         result.failure = (

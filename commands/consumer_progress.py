@@ -381,7 +381,7 @@ class LocalGroupProgress:
         ]
         if self.lag_time_ms is not None:
             footer.append(f"Lag Time: {format_duration(self.lag_time_ms)} (age of the oldest unconsumed message)")
-        footer += [f"{f.client}: {f.path} (read {f.source})" for f in self.files]
+        footer += [f"{f.client}: {f.path} (read {f.read_from})" for f in self.files]
         return Table(columns, rows, title=f"Consumer group {self.group} (broadcast, local offsets)", footer=footer)
 
 

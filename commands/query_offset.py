@@ -106,7 +106,7 @@ class QueryOffsetResult:
         if self.timestamp is not None:
             footer.append(f"Time: {format_time(self.timestamp, self.tz)} ({self.timestamp})")
         for f in self.local_files or []:
-            footer.append(f"{f.client}: {f.path} (read {f.source})")
+            footer.append(f"{f.client}: {f.path} (read {f.read_from})")
         title = f"Topic {self.topic}" + (f", group {self.group}" if self.group else "")
         if local:
             title += " (local offsets)"

@@ -99,6 +99,15 @@ class OffsetsFile:
         the Boost form, whose client uses the .bak only as the new file's staging name."""
         return None if self.style == BOOST else self.bak_path
 
+    @property
+    def read_from(self) -> str:
+        """The file name the offsets came from (offsets.json, offsets.Json, a .bak) or "none"."""
+        if self.source == FROM_FILE:
+            return self.path.name
+        if self.source == FROM_BAK:
+            return self.bak_path.name
+        return self.source
+
     def to_json(self) -> dict[str, Any]:
         return {
             "client": self.client,

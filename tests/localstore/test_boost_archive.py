@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -327,7 +328,7 @@ def test_refuses_when_the_file_changed_and_leaves_no_half_write(
     def no_rename(src: Any, dst: Any) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(localstore.os, "replace", no_rename)
+    monkeypatch.setattr(os, "replace", no_rename)
     with pytest.raises(StoreError, match="cannot write .*offsets.Json: Permission denied"):
         write_offsets(f, {A0: 1})
     assert path.read_bytes() == GOLDEN.replace(b" 3\n", b" 4\n")
@@ -399,8 +400,6 @@ def test_found_beside_json_files_and_told_apart_in_one_folder(tmp_path: Path) ->
 @pytest.fixture
 def broker(tmp_path: Path) -> tuple[str, int]:
     """A mock store shaped like the golden file's topic: 12 messages a queue, one a second."""
-    import time
-
     cluster = MockCluster.create(tmp_path / "store", ("broker-a", "broker-b"))
     cluster.create_topic(TOPIC, 11, brokers=["broker-a"])
     cluster.create_topic(TOPIC, 2, brokers=["broker-b"])
@@ -409,8 +408,8 @@ def broker(tmp_path: Path) -> tuple[str, int]:
         for i in range(12):
             msg = Message(TOPIC, f"m{i}".encode(), {"TAGS": "t"}, queue_id=mq.queue_id)
             cluster.brokers[mq.broker_name].put_message(msg, store_timestamp=t0 + i * 1000)
-    for broker in cluster.brokers.values():
-        broker.ensure_group(GROUP)
+    for b in cluster.brokers.values():
+        b.ensure_group(GROUP)
     cluster.close()
     return f"mock://{tmp_path / 'store'}", t0
 
@@ -426,6 +425,8 @@ def test_query_reset_and_restore_through_the_cli(
     assert {mq: r["consumer_offset"] for mq, r in rows.items()} == GOLDEN_OFFSETS
     assert all(r["lag"] == 12 - GOLDEN_OFFSETS[mq] for mq, r in rows.items())
     assert [(f["form"], f["source"], f["note"]) for f in q["local_store"]] == [(BOOST, FROM_FILE, None)]
+    progress: Any = cli("consumerProgress", "-g", GROUP, "--local-store", root, "-n", address, "--json").json()
+    assert progress["diff_total"] == sum(12 - o for o in GOLDEN_OFFSETS.values())
 
     at = str(t0 + 5000)  # the 6th message of every queue
     r = cli("resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "-s", at, "--local-store", root, "-n", address, "--json")
