@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from mqadmin.replay.local import Checkpoint, ReplayOutcome
 
 ENGINES = ("local", "spark", "auto")
-#: plans below this many messages run locally under --engine auto: Spark's fixed start-up cost
-#: is not repaid before this size (see benchmarks/bench_replay.py)
-SPARK_AUTO_THRESHOLD = 1_000_000
-#: a local master needs this many cores to outrun the thread engine (measured: a Spark core reads
-#: about a third of what the threads read, as rows cross from Python to the JVM)
-SPARK_MIN_LOCAL_CORES = 4
+#: plans below this many messages run locally under --engine auto. Measured with
+#: benchmarks/bench_replay.py on a 2-core host: Spark local[2] replays ~1.2x faster than the
+#: thread engine but pays ~13-19 s to start a JVM, so it overtakes from ~2.2 M messages
+SPARK_AUTO_THRESHOLD = 2_000_000
+#: a local master with fewer cores never overtakes the thread engine (local[1] was slower)
+SPARK_MIN_LOCAL_CORES = 2
 
 
 @dataclass
@@ -64,6 +64,8 @@ class RangeReplayResult:
     bytes: int | None = None
     notes: list[str] = field(default_factory=list)
     tz: tzinfo | None = None
+    #: the records went to stdout, so the CLI prints this summary on stderr
+    stdout_used: bool = False
 
     @property
     def total(self) -> int:
@@ -315,8 +317,7 @@ class RangeReplayCommand(SubCommand):
         _apply(result, plan, outcome.stats, outcome)
         if outcome.limit_reached:
             result.notes.append(f"Stopped at --limit {limit}.")
-        if target.scheme == "stdout":
-            _summary_to_stderr(ctx)
+        result.stdout_used = target.scheme == "stdout" and not result.dry_run
         return result
 
     def _run(
@@ -500,7 +501,3 @@ def _resume_hint(cp_path: Path | None, checkpoint: Checkpoint | None, what: str)
     return f"replay {what} after {done} of {total} slice(s); run the same command again to resume from {cp_path}"
 
 
-def _summary_to_stderr(ctx: Context) -> None:
-    """stdout carried the records, so the summary goes to stderr. Stopgap until output.render
-    lets a result ask for that itself; the CLI renders through this same Env."""
-    ctx.env.stdout = ctx.env.stderr

@@ -195,7 +195,10 @@ def _main(args: list[str], env: Env) -> int:
     show_tb = "--traceback" in args or os.environ.get("MQADMIN_TRACEBACK") == "1"
     group = build_group(env)
     try:
-        group.main(args, prog_name=PROG, standalone_mode=False)
+        code = group.main(args, prog_name=PROG, standalone_mode=False)
+        if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C inside a command into this
+            env.error("interrupted")
+            return ExitCode.INTERRUPTED
         return ExitCode.OK
     except MqadminError as exc:
         if show_tb:

@@ -78,6 +78,10 @@ def _isatty(stream: object) -> bool:
 
 
 def render(result: Result, fmt: str, env: Env) -> None:
+    """Print ``result``; one whose command already wrote its data to stdout (``stdout_used``,
+    e.g. rangeReplay --to stdout) gets its summary on stderr, so stdout stays pure data."""
+    if getattr(result, "stdout_used", False):
+        env = Env(stdout=env.stderr, stderr=env.stderr, stdin=env.stdin, color=env.color)
     if fmt == "json":
         json.dump(result.to_json(), env.stdout, indent=2, ensure_ascii=False)
         env.stdout.write("\n")

@@ -54,7 +54,10 @@ class MockCluster:
                 commitlog_file_size=int(meta.get("commitlog_file_size", DEFAULT_COMMITLOG_FILE_SIZE)),
                 cq_file_size=int(meta.get("cq_file_size", DEFAULT_CQ_FILE_SIZE)),
             )
-            self.brokers[str(name)] = MockBroker(str(name), self.cluster_name, store, self.version)
+            broker = MockBroker(str(name), self.cluster_name, store, self.version)
+            # RocketMQ's default listen port, one block of ports per broker as on a real host
+            broker.default_store_host = f"127.0.0.1:{10911 + 100 * len(self.brokers)}"
+            self.brokers[str(name)] = broker
 
     @staticmethod
     def create(

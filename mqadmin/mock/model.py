@@ -66,6 +66,7 @@ class MockBroker:
         self.store = store
         self.version = version
         self.addr = addr or f"mock://{name}"
+        self.default_store_host = "127.0.0.1:10911"
         self._v = version_tuple(version)
         self._lock = threading.RLock()
         self.topics: dict[str, dict[str, Any]] = {}
@@ -415,8 +416,11 @@ class MockBroker:
 
     @property
     def store_host(self) -> str:
-        host = self.addr if ":" in self.addr and not self.addr.startswith("mock") else "127.0.0.1:10911"
-        return host
+        """The host:port stamped into stored messages (and so into offset msg ids): the served
+        address, else a per-broker default so ids never collide across brokers."""
+        if ":" in self.addr and not self.addr.startswith("mock"):
+            return self.addr
+        return self.default_store_host
 
     def pull(
         self,
