@@ -36,7 +36,16 @@ def main() -> None:
         "python -c pass": [sys.executable, "-c", "pass"],
         "mqadmin --help": [mqadmin, "--help"],
         "queryOffset (mock://demo, json)": [
-            mqadmin, "queryOffset", "-n", "mock://demo", "-t", "TopicTest", "-g", "demo_group", "--output", "json",
+            mqadmin,
+            "queryOffset",
+            "-n",
+            "mock://demo",
+            "-t",
+            "TopicTest",
+            "-g",
+            "demo_group",
+            "--output",
+            "json",
         ],
     }
     timed(cases["queryOffset (mock://demo, json)"], env)  # creates the demo store once

@@ -208,9 +208,7 @@ def execute_plan(
     def apply(item: tuple[str, list[PlanRow]]) -> None:
         broker, rows = item
         try:
-            how, table = _apply_broker(
-                admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus
-            )
+            how, table = _apply_broker(admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus)
             result.method[broker] = how
             if table is not None:
                 pushed.add(broker)

@@ -499,5 +499,3 @@ def _resume_hint(cp_path: Path | None, checkpoint: Checkpoint | None, what: str)
         return f"replay {what}; nothing is resumable without --checkpoint FILE, so a re-run starts over"
     done, total = len(checkpoint.done), len(checkpoint.plan.slices)
     return f"replay {what} after {done} of {total} slice(s); run the same command again to resume from {cp_path}"
-
-

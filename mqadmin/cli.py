@@ -39,7 +39,9 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
     Opt("profile", ("--profile",), "Section of $MQADMIN_HOME/config.ini to take -n, keys and TLS from", metavar="NAME"),
     Opt("tls", ("--tls",), "Use TLS on the remoting connections", kind=bool, default=False),
     Opt("tls_ca", ("--tls-ca",), "CA bundle to verify the brokers with (implies --tls)", metavar="FILE"),
-    Opt("tls_cert", ("--tls-cert",), "Client certificate, when the cluster asks for one (implies --tls)", metavar="FILE"),
+    Opt(
+        "tls_cert", ("--tls-cert",), "Client certificate, when the cluster asks for one (implies --tls)", metavar="FILE"
+    ),
     Opt("tls_key", ("--tls-key",), "Key of the client certificate", metavar="FILE"),
     Opt("no_color", ("--no-color",), "No colour (NO_COLOR is honoured too)", kind=bool, default=False),
     Opt(

@@ -14,7 +14,10 @@ def write_config(home: Path, text: str) -> None:
 
 
 def test_options_beat_environment_beat_profile(mqadmin_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_config(mqadmin_home, "[default]\nnamesrv = p:9876\naccess_key = pak\nsecret_key = psk\n[prod]\nnamesrv = prod:9876\ntls = true\n")
+    write_config(
+        mqadmin_home,
+        "[default]\nnamesrv = p:9876\naccess_key = pak\nsecret_key = psk\n[prod]\nnamesrv = prod:9876\ntls = true\n",
+    )
     assert connection_settings({}) == ("p:9876", {"access_key": "pak", "secret_key": "psk"})
     monkeypatch.setenv("MQADMIN_ACCESS_KEY", "eak")
     monkeypatch.setenv("MQADMIN_SECRET_KEY", "esk")

@@ -62,7 +62,17 @@ SUB_GROUPS = (
 )
 ALL_OFFSETS = '{"groupTopicMap":{"g1":["T"]},"offsetTable":{"T@g1":{0:1200,1:1188}}}'
 
-ALL_SAMPLES = [ROUTE, CLUSTER, CONSUME_STATS, RESET_BODY, RESET_BODY_FOR_C, CONNECTION, HEARTBEAT, SUB_GROUPS, ALL_OFFSETS]
+ALL_SAMPLES = [
+    ROUTE,
+    CLUSTER,
+    CONSUME_STATS,
+    RESET_BODY,
+    RESET_BODY_FOR_C,
+    CONNECTION,
+    HEARTBEAT,
+    SUB_GROUPS,
+    ALL_OFFSETS,
+]
 
 
 def test_route_numeric_keys() -> None:
@@ -221,13 +231,23 @@ def test_dumps_keys_and_values() -> None:
     assert dumps({"mq": mq}) == '{"mq":{"brokerName":"b","queueId":0,"topic":"T"}}'
     assert dumps([True, False, None, 0.0, 2.5, -1]) == "[true,false,null,0.0,2.5,-1]"
     assert dumps({"b": 1, "a": 2}) == '{"b":1,"a":2}'  # insertion order, not sorted
-    assert dumps("tab\there \"q\" \x01 é") == '"tab\\there \\"q\\" \\u0001 é"'
+    assert dumps('tab\there "q" \x01 é') == '"tab\\there \\"q\\" \\u0001 é"'
 
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0.0, "0.0"), (-0.0, "-0.0"), (1.0, "1.0"), (0.5, "0.5"), (1e7, "1.0E7"), (1.5e10, "1.5E10"), (1e-4, "1.0E-4"),
-     (0.001, "0.001"), (1234567.5, "1234567.5"), (float("nan"), "null")],
+    [
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (1.0, "1.0"),
+        (0.5, "0.5"),
+        (1e7, "1.0E7"),
+        (1.5e10, "1.5E10"),
+        (1e-4, "1.0E-4"),
+        (0.001, "0.001"),
+        (1234567.5, "1234567.5"),
+        (float("nan"), "null"),
+    ],
 )
 def test_doubles_like_java(value: float, text: str) -> None:
     assert dumps(value) == text

@@ -33,7 +33,7 @@ from mqadmin.model import (
     TopicRoute,
 )
 from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, RemotingClient, TlsOptions
-from mqadmin.remoting.codec import RemotingCommand
+from mqadmin.remoting.codec import DEFAULT_LANGUAGE, RemotingCommand
 from mqadmin.remoting.codes import LanguageCode, RequestCode, ResponseCode, version_name
 
 __all__ = ["MalformedReply", "RemotingAdmin"]
@@ -531,14 +531,11 @@ class RemotingAdmin:
             "queueId": queue_id,
             "offset": offset,
         }
+        language = LanguageCode.CPP.name if cplus else DEFAULT_LANGUAGE
         calls = [
             (
                 addr,
-                RemotingCommand.request(
-                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                    fields,
-                    **({"language": LanguageCode.CPP.name} if cplus else {}),
-                ),
+                RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields, language=language),
             )
             for _, addr in addrs
         ]

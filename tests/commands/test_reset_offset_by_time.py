@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
 
-from mqadmin.mock.cluster import MockCluster
-
 
 def offsets(store: Store, group: str, topic: str = "TopicTest") -> dict[tuple[str, int], int]:
     cluster = store.open()

@@ -224,7 +224,10 @@ def test_frame_at_limit_and_custom_limit() -> None:
         pytest.param(b"\x00\x00\x00\x06\x02\x00\x00\x02{}", id="unknown-serialize-type"),
         pytest.param(b"\x00\x00\x00\x07\x01\x00\x00\x03\x00\x01\x00", id="binary-truncated"),
         pytest.param(
-            b"\x00\x00\x00\x23\x01\x00\x00\x1f" + BINARY_HEADER[:17] + b"\x00\x00\x00\x0a" + b"\x00\x05topic\x00\x00\x00",
+            b"\x00\x00\x00\x23\x01\x00\x00\x1f"
+            + BINARY_HEADER[:17]
+            + b"\x00\x00\x00\x0a"
+            + b"\x00\x05topic\x00\x00\x00",
             id="binary-ext-block-truncated",
         ),
         pytest.param(
@@ -274,7 +277,13 @@ def test_request_builder_coerces_header_values() -> None:
         {"topic": "T", "group": "g", "timestamp": 1700000000000, "isForce": False, "queueId": -1, "offset": None},
         oneway=True,
     )
-    assert cmd.ext_fields == {"topic": "T", "group": "g", "timestamp": "1700000000000", "isForce": "false", "queueId": "-1"}
+    assert cmd.ext_fields == {
+        "topic": "T",
+        "group": "g",
+        "timestamp": "1700000000000",
+        "isForce": "false",
+        "queueId": "-1",
+    }
     assert cmd.flag == FLAG_ONEWAY and cmd.is_oneway and not cmd.is_response
     assert cmd.language == "PYTHON" and cmd.version == CURRENT_VERSION
     # JSON header keys alphabetical, extFields sorted, values always strings.
