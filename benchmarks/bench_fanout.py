@@ -157,7 +157,8 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
     t0 = time.monotonic()
     cluster, groups = build_store(work / "mock-store", args.groups)
     print(f"# mock store: {args.groups} groups, built in {time.monotonic() - t0:.1f}s", file=sys.stderr)
-    server = CountingServer(cluster, namesrv_port=0).start()
+    server = CountingServer(cluster, namesrv_port=0)
+    server.start()
     ns = server.namesrv_addr
     now = int(time.time() * 1000)
     all_groups = f"consumerProgress (all {args.groups} groups)"

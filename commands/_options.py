@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from mqadmin.errors import UsageError
 from mqadmin.registry import Opt
+from mqadmin.replay.planner import DEFAULT_SLICE_SIZE
 from mqadmin.timeparse import FORMATS_HELP
 
 GROUP = Opt("group", ("-g", "--group", "--groupName"), "Consumer group", metavar="GROUP")
@@ -39,4 +41,54 @@ WHILE_RUNNING = Opt(
     "rewrites its offsets.json every few seconds and will likely undo the change; mqadmin extension)",
     kind=bool,
     default=False,
+)
+
+# -- the engine options: where the work runs (rangeReplay, queryOffset) --------------------------
+
+ENGINES = ("local", "spark", "auto")
+ENGINE = Opt(
+    "engine", ("--engine",), "Run locally, on Spark, or pick by the size of the work", default="local", choices=ENGINES
+)
+SPARK_MASTER = Opt("spark_master", ("--spark-master",), "Spark master URL", default="local[*]", metavar="URL")
+SPARK_CONF = Opt("spark_conf", ("--spark-conf",), "Spark setting (repeatable)", kind=list[str], metavar="K=V")
+
+
+def spark_conf(pairs: list[str] | None) -> dict[str, str]:
+    """--spark-conf KEY=VALUE pairs as a dict; anything else is a usage error."""
+    conf: dict[str, str] = {}
+    for pair in pairs or []:
+        k, sep, v = pair.partition("=")
+        if not sep or not k.strip():
+            raise UsageError(f"--spark-conf takes KEY=VALUE, got {pair!r}")
+        conf[k.strip()] = v
+    return conf
+
+
+def spark_unavailable() -> str | None:
+    """Why the Spark engine cannot run here (one line saying what to install), or None; asked
+    before anything starts a JVM, and without importing pyspark."""
+    try:
+        from mqadmin.spark import unavailable_reason
+    except ImportError:
+        return "the mqadmin.spark package is not installed: pip install 'mqadmin[spark]'"
+    return unavailable_reason()
+
+
+def require_spark(address: str, master: str) -> None:
+    """--engine spark that cannot run is one line and exit 2, before any work starts."""
+    reason = spark_unavailable()
+    if reason:
+        raise UsageError(f"--engine spark: {reason}")
+    from mqadmin.spark import check_master
+
+    check_master(address, master)
+
+
+SLICE_SIZE = Opt(
+    "slice_size",
+    ("--slice-size",),
+    "Messages per slice: the unit of work of either engine (one Spark partition each)",
+    kind=int,
+    default=DEFAULT_SLICE_SIZE,
+    metavar="N",
 )

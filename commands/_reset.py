@@ -256,8 +256,13 @@ def _apply_broker(
             table = admin.reset_offset_by_time(topic, group, reset_ts, force, broker_name=broker, cplus=cpp)
             return "broker-side reset (pushed to the online consumers)", table
         except errors.ConsumerNotOnline:
-            pass
-        how = "direct offset update (no consumer online)"
+            how = "direct offset update (no consumer online)"
+        except errors.SystemError_ as exc:
+            # A client-push broker refuses when the group lacks an offset on one of its queues
+            # ("THe consumer group <g> not exist"); the plan still has a target for every queue.
+            if "consumer group" not in exc.remark.lower() or "not exist" not in exc.remark.lower():
+                raise
+            how = "direct offset update (the group had no offset on some queues of this broker)"
     else:
         how = "direct offset update"
     for q in rows:

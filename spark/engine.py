@@ -17,13 +17,14 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import MqadminError, UsageError
-from mqadmin.model import Message
+from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
-from mqadmin.replay.planner import Plan, Slice
+from mqadmin.replay.planner import FirstMatch, Plan, Slice, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
@@ -152,17 +153,81 @@ def run_replay(
     """
     check_master(address, master)
     t0 = time.monotonic()
-    own = spark is None
-    session = build_session(master, conf) if spark is None else spark
-    try:
+    with _session(master, conf, spark, note) as session:
         return _run(session, plan, address, flt, target, overwrite, checkpoint, stdout, admin, wave_size, on_wave, t0)
+
+
+@contextmanager
+def _session(
+    master: str, conf: dict[str, str] | None, spark: SparkSession | None, note: Callable[[str], None] | None
+) -> Iterator[SparkSession]:
+    """The session a job runs in, and the one place job failures become one line.
+
+    A session passed in, or one already running in this process (a notebook, a test that calls
+    the CLI in-process), belongs to its caller: it is used and left running. Otherwise one is
+    built from ``master``/``conf`` and stopped at the end.
+    """
+    own = False
+    if spark is None:
+        spark = _running_session()
+        if spark is not None and note is not None:
+            note(
+                f"using the Spark session already running in this process "
+                f"({spark.sparkContext.master}); --spark-master and --spark-conf do not apply"
+            )
+    if spark is None:
+        spark, own = build_session(master, conf), True
+    try:
+        yield spark
     except Exception as exc:
         if isinstance(exc, MqadminError):
             raise
         raise MqadminError(f"the Spark job failed: {job_error(exc)}") from exc
     finally:
         if own:
-            session.stop()
+            spark.stop()
+
+
+def _running_session() -> SparkSession | None:
+    """This thread's active session, if pyspark is loaded at all (never imports it otherwise)."""
+    if "pyspark.sql" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def search_offsets(
+    address: str,
+    queries: Sequence[tuple[str, str, int, int]],
+    *,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    spark: SparkSession | None = None,
+    note: Callable[[str], None] | None = None,
+) -> list[int]:
+    """The broker's store-time search for many (topic, broker, queue id, ts), on the executors."""
+    check_master(address, master)
+    with _session(master, conf, spark, note) as session:
+        return [found[4] for found in jobs.bulk_search(session, address, queries)]
+
+
+def scan_first_matches(
+    address: str,
+    slices: Sequence[Slice],
+    field: TimeField,
+    ts: int,
+    *,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    spark: SparkSession | None = None,
+    note: Callable[[str], None] | None = None,
+) -> dict[MessageQueue, FirstMatch]:
+    """Per queue, the first message whose ``field`` is at or after ``ts``: every slice scanned at
+    once, one partition each, then the earliest hit of each queue kept."""
+    check_master(address, master)
+    with _session(master, conf, spark, note) as session:
+        return earliest_per_queue(slices, jobs.first_matches(session, address, slices, field, ts))
 
 
 def _is_embedded(address: str) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.model import MessageQueue
-from mqadmin.replay.planner import Slice
+from mqadmin.replay.planner import FirstMatch, Slice, TimeField, first_match
 from mqadmin.replay.records import to_json_line, to_row
 from mqadmin.replay.worker import MessageFilter, SliceScan
 
@@ -203,3 +203,33 @@ def bulk_search(
         functools.partial(search_partition, address=address)
     ).collect()
     return out
+
+
+def first_match_partition(
+    slice_docs: Iterable[dict[str, Any]], *, address: str, field: str, ts: int
+) -> Iterator[dict[str, int] | None]:
+    """Executor side of a born-time or property search: per slice, its first message whose field
+    is at or after ``ts`` (None when none is), read with the replay's slice worker."""
+    from mqadmin.admin import connect
+
+    time_field = TimeField.parse(field)
+    # with a mock:// address this opens the store read-only: a search only reads
+    admin = connect(address, read_only=True)
+    try:
+        for doc in slice_docs:
+            hit = first_match(admin, Slice.from_json(doc), time_field, ts)
+            yield None if hit is None else hit.to_json()
+    finally:
+        admin.close()
+
+
+def first_matches(
+    spark: SparkSession, address: str, slices: Sequence[Slice], field: TimeField, ts: int
+) -> list[FirstMatch | None]:
+    """Scan every slice at once, one partition per slice, each up to its own first match; the
+    results come back in slice order (``earliest_per_queue`` turns them into per-queue answers)."""
+    if not slices:
+        return []
+    job = functools.partial(first_match_partition, address=address, field=str(field), ts=ts)
+    docs: list[dict[str, Any] | None] = slices_rdd(spark, slices).mapPartitions(job).collect()
+    return [None if d is None else FirstMatch.from_json(d) for d in docs]

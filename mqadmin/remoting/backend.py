@@ -54,6 +54,9 @@ DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 CONSUME_STATS_TIMEOUT_FACTOR: Final = 3
 #: how long a topic's writable queues are reused for round-robin sends (the Java client's route refresh)
 SEND_ROUTE_TTL_S: Final = 30.0
+# How long a looked-up route is reused: long enough for one command's fan-out, short enough
+# that a topic created meanwhile shows up on the next command.
+ROUTE_CACHE_S: Final = 5.0
 #: PullSysFlag bit: the request carries a subscription expression
 PULL_FLAG_SUBSCRIPTION: Final = 0x4
 SUBSCRIBE_ALL: Final = "*"
@@ -141,6 +144,8 @@ class RemotingAdmin:
         self._brokers: dict[str, BrokerData] = {}
         self._send_queues: dict[str, tuple[float, list[MessageQueue]]] = {}
         self._round_robin = itertools.count()
+        self._routes: dict[str, tuple[float, TopicRoute]] = {}
+        self._routes_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<RemotingAdmin {self.address!r}>"
@@ -266,6 +271,19 @@ class RemotingAdmin:
     # -- routing ----------------------------------------------------------------------------
 
     def topic_route(self, topic: str) -> TopicRoute:
+        """Routes are cached briefly (found ones only), as clients cache them: one command asks
+        for the same %RETRY% routes many times over."""
+        now = time.monotonic()
+        with self._routes_lock:
+            hit = self._routes.get(topic)
+        if hit is not None and now - hit[0] < ROUTE_CACHE_S:
+            return hit[1]
+        route = self._fetch_route(topic)
+        with self._routes_lock:
+            self._routes[topic] = (now, route)
+        return route
+
+    def _fetch_route(self, topic: str) -> TopicRoute:
         # Standard JSON (quoted broker ids) from 4.9.4 on; older servers ignore the flag and
         # send bare numeric keys, which fastjson.loads reads as well.
         addr, reply = self._namesrv(

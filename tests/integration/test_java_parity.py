@@ -594,7 +594,7 @@ def test_query_offset_vs_topic_status_and_progress(world: World, before: Snapsho
     assert [(q["broker"], q["queue_id"]) for q in query["queues"]] == sorted(status)
     for q in query["queues"]:
         key = (q["broker"], q["queue_id"])
-        java_row = progress[(TOPIC, *key)]
+        java_row = progress[(TOPIC, key[0], key[1])]
         assert (q["min_offset"], q["max_offset"]) == (
             int(status[key]["Min Offset"]),
             int(status[key]["Max Offset"]),
