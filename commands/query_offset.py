@@ -262,9 +262,11 @@ class QueryOffsetCommand(SubCommand):
       property:NAME  the same with the user property NAME read as an integer
                      epoch ms; a message without it, or with a value that is
                      not an integer, never matches
-    When no message matches, offset_at_time is the max offset. Scans read whole slices of
-    --slice-size messages; --engine spark scans every slice at once (one partition each) and
-    distributes store-time searches too, with the same results as --engine local.
+
+    When no message matches, offset_at_time is the max offset. The local engine reads each queue
+    in order and stops at the first match; --engine spark reads every slice of --slice-size
+    messages at once (one partition each, each up to its own first match) and also distributes
+    store-time searches; both engines give the same results.
 
     JSON with one topic and at most one group (and no --all-topics) is one document:
 
@@ -274,7 +276,9 @@ class QueryOffsetCommand(SubCommand):
                    "consumer_offset", "lag", "offset_at_time",
                    "store_time_at_offset", "store_time_at_offset_iso",
                    "time_at_offset", "time_at_offset_iso"}]}
-    Otherwise it is a list of exactly those documents, by topic (as named, then --all-topics
+
+    time_at_offset is the --time-field's value at offset_at_time (for store, the store time).
+    With several topics or groups, or --all-topics, the JSON is a list of exactly those documents, by topic (as named, then --all-topics
     sorted), then group (as named):
 
     \b

@@ -543,6 +543,7 @@ class _BrokerRole(_Role):
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.create_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.subscription_groups,
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_TOPIC_CONFIG: self.topic_config,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
@@ -885,6 +886,18 @@ class _BrokerRole(_Role):
                 }
         doc = {"offsetTable": table, "topicPutTps": 0.0}
         return self.reply(req, body=fastjson.dumps(doc).encode())
+
+    def topic_config(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (5.x only): the topic's config, as the 5.x Java tool reads it."""
+        if not self.server.v5:
+            return self.reply(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+        topic = self._str(req, "topic")
+        with self.lock:
+            cfg = self.broker.topic_config(topic)
+            if cfg is None:
+                raise _bad(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+            doc = {"attributes": {}, **{k: v for k, v in sorted(cfg.items()) if k != "attributes"}}
+        return self.reply(req, body=fastjson.dumps(dict(sorted(doc.items()))).encode())
 
     def consume_by_who(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         topic = self._str(req, "topic")

@@ -71,6 +71,8 @@ class RequestCode(enum.IntEnum):
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    # 5.x; its mqadmin asks for it while building consume stats
+    GET_TOPIC_CONFIG = 351
 
 
 class ResponseCode(enum.IntEnum):
