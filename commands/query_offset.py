@@ -321,7 +321,7 @@ class QueryOffsetCommand(SubCommand):
         time_field = TimeField.parse(params.get("time_field") or STORE_TIME)
         if time_field.scans and ts is None:
             raise errors.UsageError(f"--time-field {time_field} needs -s: the time to compare it with")
-        slice_size = int(params.get("slice_size") or DEFAULT_SLICE_SIZE)
+        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
         if slice_size < 1:
             raise errors.UsageError("--slice-size must be at least 1")
         engine: str = params.get("engine") or "local"

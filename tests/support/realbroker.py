@@ -9,8 +9,8 @@ be imported from pytest fixtures, from benchmarks, or run as a script::
 
 Things learnt by running it (JDK 17, 2 cores):
 
-* 4.9.8's namesrv/broker/filter jars are not on Central; they come from 4.9.7 (see
-  ``BORROWED_MODULES``).  5.3.4 is only partly there, so 5.x means 5.3.3.
+* 4.9.8's namesrv/broker/filter jars are not on Central, so 4.x means 4.9.7, the newest
+  complete 4.x release there.  5.3.4 is only partly there, so 5.x means 5.3.3.
 * 5.3.3 may print its boot line before it registered (its first registration can go to an
   empty "available namesrv" list); the periodic one follows 10 s later.  Readiness
   therefore asks the namesrv instead of trusting the line.
@@ -99,15 +99,6 @@ def cache_root() -> Path:
 
 _ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools", "rocketmq-client")
 
-# Apache published no rocketmq-namesrv/-broker/-filter 4.9.8 to Maven Central (common,
-# remoting, store, client, tools, acl ... 4.9.8 are there).  Those three come from 4.9.7,
-# whose binary API against the 4.9.8 modules differs only in the removed (unused here)
-# broker-cluster ACL query; every other jar, and the reported MQVersion, stay 4.9.8.
-BORROWED_MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "4.9.8": ("4.9.7", ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-filter")),
-}
-
-
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
@@ -126,14 +117,10 @@ def _pom_text(version: str) -> str:
 <type>pom</type><scope>import</scope>
 </dependency></dependencies></dependencyManagement>
 """
-    pinned = {artifact: version for artifact in _ARTIFACTS}
-    if version in BORROWED_MODULES:
-        donor, modules = BORROWED_MODULES[version]
-        pinned |= dict.fromkeys(modules, donor)  # a direct version beats the BOM's
     deps = "".join(
         f"<dependency><groupId>org.apache.rocketmq</groupId><artifactId>{artifact}</artifactId>"
-        f"<version>{pinned_version}</version></dependency>\n"
-        for artifact, pinned_version in pinned.items()
+        f"<version>{version}</version></dependency>\n"
+        for artifact in _ARTIFACTS
     )
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
 <modelVersion>4.0.0</modelVersion>
