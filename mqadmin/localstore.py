@@ -31,6 +31,7 @@ from typing import Any
 from mqadmin import fastjson
 from mqadmin.errors import StoreError, UsageError
 from mqadmin.model import MessageQueue
+from mqadmin.safety import fsync_dir
 
 OFFSETS_FILE = "offsets.json"
 #: rocketmq-client-cpp 2.x (rocketmq-client-python): a Boost text archive, despite the name
@@ -398,7 +399,7 @@ def write_offsets(file: OffsetsFile, offsets: Mapping[MessageQueue, int]) -> Non
             _write_synced(file.bak_path, file.main_bytes, file.path)
         ensure_unchanged(file, ignore_bak=boost or file.source == FROM_FILE)
         os.replace(staging, file.path)
-        _fsync_dir(file.path.parent)
+        fsync_dir(file.path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             staging.unlink()
@@ -432,15 +433,6 @@ def _write_synced(path: Path, data: bytes, like: Path | None) -> None:
             os.chmod(path, st.st_mode & 0o7777)
             if os.geteuid() == 0:
                 os.chown(path, st.st_uid, st.st_gid)
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------

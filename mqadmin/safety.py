@@ -33,7 +33,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, keep_bak: b
             bak = target.with_name(target.name + ".bak")
             atomic_copy(target, bak)
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -46,7 +46,8 @@ def atomic_copy(src: Path, dst: Path) -> None:
     atomic_write(dst, src.read_bytes())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort: some filesystems refuse)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -40,7 +40,7 @@ def _build_version_names() -> tuple[str, ...]:
 
 
 VERSION_NAMES: Final[tuple[str, ...]] = _build_version_names()
-_ORDINALS: Final[dict[str, int]] = {name: i for i, name in enumerate(VERSION_NAMES)}
+ORDINALS: Final[dict[str, int]] = {name: i for i, name in enumerate(VERSION_NAMES)}
 
 
 class MQVersion(enum.IntEnum):
@@ -49,23 +49,23 @@ class MQVersion(enum.IntEnum):
     Any other ordinal can be named with :func:`version_name`.
     """
 
-    V3_0_6_SNAPSHOT = _ORDINALS["V3_0_6_SNAPSHOT"]
+    V3_0_6_SNAPSHOT = ORDINALS["V3_0_6_SNAPSHOT"]
     # Brokers refuse consumer pushes (reset, status) to clients older than this.
-    V3_0_7_SNAPSHOT = _ORDINALS["V3_0_7_SNAPSHOT"]
+    V3_0_7_SNAPSHOT = ORDINALS["V3_0_7_SNAPSHOT"]
     # ali-ons hard-codes this; CONSUMER_SEND_MSG_BACK honours maxReconsumeTimes from here.
-    V3_4_9 = _ORDINALS["V3_4_9"]
+    V3_4_9 = ORDINALS["V3_4_9"]
     # Sent by rocketmq-client-cpp, hence rocketmq-client-python.
-    V4_6_0 = _ORDINALS["V4_6_0"]
+    V4_6_0 = ORDINALS["V4_6_0"]
     # Last version whose QUERY_MESSAGE ACL signature leaves out _UNIQUE_KEY_QUERY on 5.x servers.
-    V4_9_3 = _ORDINALS["V4_9_3"]
+    V4_9_3 = ORDINALS["V4_9_3"]
     # From here the namesrv returns standard-JSON route data.
-    V4_9_4 = _ORDINALS["V4_9_4"]
-    V4_9_8 = _ORDINALS["V4_9_8"]
-    V5_0_0 = _ORDINALS["V5_0_0"]
-    V5_1_4 = _ORDINALS["V5_1_4"]
-    V5_3_1 = _ORDINALS["V5_3_1"]
-    V5_3_3 = _ORDINALS["V5_3_3"]
-    HIGHER_VERSION = _ORDINALS["HIGHER_VERSION"]
+    V4_9_4 = ORDINALS["V4_9_4"]
+    V4_9_8 = ORDINALS["V4_9_8"]
+    V5_0_0 = ORDINALS["V5_0_0"]
+    V5_1_4 = ORDINALS["V5_1_4"]
+    V5_3_1 = ORDINALS["V5_3_1"]
+    V5_3_3 = ORDINALS["V5_3_3"]
+    HIGHER_VERSION = ORDINALS["HIGHER_VERSION"]
 
 
 # What Java master sends as its own version.
@@ -87,13 +87,13 @@ def version_name(ordinal: int) -> str:
 
 def version_ordinal(name: str) -> int:
     """The ordinal of a version given as ``V4_9_8``, ``4.9.8`` or ``5.3.3-SNAPSHOT``."""
-    if name in _ORDINALS:
-        return _ORDINALS[name]
+    if name in ORDINALS:
+        return ORDINALS[name]
     m = _VERSION_TEXT_RE.fullmatch(name.strip())
     if m:
         key = f"V{m.group(1)}_{m.group(2)}_{m.group(3)}" + ("_SNAPSHOT" if m.group(4) else "")
-        if key in _ORDINALS:
-            return _ORDINALS[key]
+        if key in ORDINALS:
+            return ORDINALS[key]
     raise ValueError(f"unknown RocketMQ version: {name!r}")
 
 

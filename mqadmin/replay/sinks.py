@@ -19,6 +19,7 @@ from mqadmin.errors import UsageError
 from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import to_json_line, to_row
+from mqadmin.safety import fsync_dir
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -195,7 +196,7 @@ class JsonlSink:
         self.sync()
         self._f.close()
         os.replace(self.partial, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def abort(self, *, keep: bool) -> None:
         self._f.close()
@@ -254,7 +255,7 @@ class ParquetSink:
         return len(messages)
 
     def sync(self) -> dict[str, Any]:
-        _fsync_dir(self.parts)
+        fsync_dir(self.parts)
         return {"parts": sorted(self._written)}
 
     def finish(self) -> None:
@@ -269,7 +270,7 @@ class ParquetSink:
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         shutil.rmtree(self.parts, ignore_errors=True)
 
     def abort(self, *, keep: bool) -> None:
@@ -408,16 +409,3 @@ def open_sink(
     if target.scheme == "topic":
         return TopicSink(admin, target.value)
     return GroupSink(admin, target.value)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
