@@ -327,6 +327,11 @@ class QueryOffsetCommand(SubCommand):
         engine: str = params.get("engine") or "local"
         conf = spark_conf(params.get("spark_conf"))
         bulk = all_topics or len(topics) > 1 or len(groups) > 1
+        if engine == "spark" and ts is not None and not params.get("local_store"):
+            from mqadmin.admin import resolve_address
+
+            # before any broker work: without pyspark or Java this is one line and exit 2
+            require_spark(resolve_address(ctx.address), params.get("spark_master") or "local[*]")
         if params.get("local_store"):
             if bulk:
                 raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
@@ -346,7 +351,7 @@ class QueryOffsetCommand(SubCommand):
             routes = dict(zip(selected, found, strict=True))
             selected = [t for t in selected if routes[t] is not None]
             by_group = {g: _group_rows(admin, g, set(selected)) for g in groups}
-            pairs = _pairs(ctx, selected, groups, by_group, set(topics), all_topics)
+            pairs = _pairs(ctx, selected, groups, by_group, set(topics))
             needed = list(dict.fromkeys(t for t, _ in pairs))
             queues = [mq for t in needed for mq in routes[t] or []]
             consumer = by_group
@@ -409,19 +414,17 @@ class QueryOffsetCommand(SubCommand):
         if ts is None:
             ctx.env.note(f"engine {engine}: local, because without -s there is nothing to search")
             return _Engine()
-        if engine == "spark":
-            require_spark(address, master)
+        if engine == "spark":  # execute() checked that it can run
             return _Engine("spark", address, master, conf)
         from mqadmin.commands.range_replay import SPARK_AUTO_THRESHOLD, SPARK_MIN_LOCAL_CORES
 
         total = sum(max(hi - lo, 0) for lo, hi in bounds)
         why: str | None = None
-        reason = None if not time_field.scans else spark_unavailable()
         if not time_field.scans:
             why = "the broker answers a store-time search in one call per queue"
         elif total < SPARK_AUTO_THRESHOLD:
             why = f"the scan ({total} messages) is below the Spark threshold of {SPARK_AUTO_THRESHOLD}"
-        elif reason:
+        elif reason := spark_unavailable():
             why = reason
         else:
             from mqadmin.spark import local_cores
@@ -509,7 +512,8 @@ def _select_topics(ctx: Context, admin: Admin, named: list[str], all_topics: boo
     if not all_topics:
         return named
     try:
-        own = {b.broker_name for b in admin.cluster_brokers()} | {b.cluster for b in admin.cluster_brokers()}
+        brokers = admin.cluster_brokers()
+        own = {b.broker_name for b in brokers} | {b.cluster for b in brokers}
     except errors.MqadminError as exc:
         ctx.env.warn(f"could not read the cluster's broker names, so topics named after them are listed: {exc}")
         own = set()
@@ -547,7 +551,6 @@ def _pairs(
     groups: list[str],
     by_group: dict[str, dict[MessageQueue, OffsetWrapper]],
     named: set[str],
-    all_topics: bool,
 ) -> list[tuple[str, str | None]]:
     """(topic, group) documents to print: each named topic with each group; under --all-topics
     the other topics only with the groups that have offsets on them."""
@@ -561,8 +564,6 @@ def _pairs(
                 out.append((t, g))
             if not has and t in named:
                 ctx.env.warn(f"group {g} has no offsets on topic {t}: its consumer offsets and lag are null")
-    if all_topics and not out:
-        ctx.env.note("no selected topic has offsets of the given group(s)")
     return out
 
 

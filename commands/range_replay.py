@@ -8,7 +8,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._common import route_of, time_fields
-from mqadmin.commands._options import DRY_RUN, TOPIC, YES, required
+from mqadmin.commands._options import (
+    DRY_RUN,
+    ENGINE,
+    SLICE_SIZE,
+    SPARK_CONF,
+    SPARK_MASTER,
+    TOPIC,
+    YES,
+    require_spark,
+    required,
+    spark_unavailable,
+)
+from mqadmin.commands._options import spark_conf as parse_spark_conf
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -23,7 +35,6 @@ if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.replay.local import Checkpoint, ReplayOutcome
 
-ENGINES = ("local", "spark", "auto")
 #: plans below this many messages run locally under --engine auto. Measured with
 #: benchmarks/bench_replay.py on a 2-core host: Spark local[2] replays ~1.2x faster than the
 #: thread engine but pays ~13-19 s to start a JVM, so it overtakes from ~2.2 M messages
@@ -159,16 +170,6 @@ def _queue_ids(text: str | None) -> list[int]:
         raise errors.UsageError(f"--queue takes queue ids like 0 or 0,3; got {text!r}") from None
 
 
-def _spark_conf(pairs: list[str] | None) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    for pair in pairs or []:
-        k, sep, v = pair.partition("=")
-        if not sep or not k.strip():
-            raise errors.UsageError(f"--spark-conf takes KEY=VALUE, got {pair!r}")
-        conf[k.strip()] = v
-    return conf
-
-
 @register
 class RangeReplayCommand(SubCommand):
     """Replay the messages stored in [begin, end) to a file, stdout, a topic, or one group only.
@@ -208,17 +209,10 @@ class RangeReplayCommand(SubCommand):
         YES,
         Opt("overwrite", ("--overwrite",), "Replace an existing output file", kind=bool, default=False),
         Opt("checkpoint", ("--checkpoint",), "Record finished slices in FILE; re-run to resume", metavar="FILE"),
-        Opt("engine", ("--engine",), "Run locally, on Spark, or pick by plan size", default="local", choices=ENGINES),
-        Opt("spark_master", ("--spark-master",), "Spark master URL", default="local[*]", metavar="URL"),
-        Opt("spark_conf", ("--spark-conf",), "Spark setting (repeatable)", kind=list[str], metavar="K=V"),
-        Opt(
-            "slice_size",
-            ("--slice-size",),
-            "Messages per slice (unit of work and of resume)",
-            kind=int,
-            default=DEFAULT_SLICE_SIZE,
-            metavar="N",
-        ),
+        ENGINE,
+        SPARK_MASTER,
+        SPARK_CONF,
+        SLICE_SIZE,
     )
 
     def execute(self, ctx: Context, **params: Any) -> RangeReplayResult:
@@ -238,7 +232,7 @@ class RangeReplayCommand(SubCommand):
             raise errors.UsageError("--limit must be at least 1")
         slice_size = int(params.get("slice_size") or DEFAULT_SLICE_SIZE)
         engine: str = params.get("engine") or "local"
-        spark_conf = _spark_conf(params.get("spark_conf"))
+        spark_conf = parse_spark_conf(params.get("spark_conf"))
         if engine == "spark" and limit is not None:
             raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
         if target.is_remote_path and engine == "local":
@@ -449,20 +443,10 @@ def _choose_engine(
     plans on enough cores, and says why it chose what it chose."""
     if engine == "local":
         return "local"
-    reason: str | None
-    try:
-        from mqadmin.spark import unavailable_reason
-    except ImportError:
-        reason = "the mqadmin.spark package is not installed: pip install 'mqadmin[spark]'"
-    else:
-        reason = unavailable_reason()
     if engine == "spark":
-        if reason:
-            raise errors.UsageError(f"--engine spark: {reason}")
-        from mqadmin.spark import check_master
-
-        check_master(address, master)
+        require_spark(address, master)
         return "spark"
+    reason = spark_unavailable()
     why: str | None = None
     if limit is not None:
         why = "--limit is set"

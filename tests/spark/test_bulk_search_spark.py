@@ -81,6 +81,20 @@ def without_engine(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "engine": None, "results": [{**r, "engine": None} for r in doc["results"]]}
 
 
+def test_the_command_in_its_own_process(store: str) -> None:
+    """What a user runs: no session yet, so the command builds one (local[1]) and stops it. First in
+    the module, so that its JVM does not share the two cores with the module's session."""
+    import subprocess
+    import sys
+
+    args = ["-n", store, "-t", "Born,Orders", "-s", str(TS), "--time-field", f"property:{PROP}"]
+    cmd = [sys.executable, "-m", "mqadmin", "queryOffset", *args, "--json", "--engine", "spark"]
+    proc = subprocess.run([*cmd, "--spark-master", "local[1]"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    local, _ = query(*args)
+    assert without_engine(json.loads(proc.stdout)) == without_engine(local)
+
+
 @pytest.mark.parametrize("field", ["store", "born", f"property:{PROP}"])
 def test_cli_spark_matches_local(spark: Any, store: str, field: str) -> None:
     args = ["-n", store, "--all-topics", "-g", "g1,g2", "-s", str(TS), "--time-field", field, "--slice-size", "9"]

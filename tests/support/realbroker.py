@@ -99,6 +99,7 @@ def cache_root() -> Path:
 
 _ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools", "rocketmq-client")
 
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
