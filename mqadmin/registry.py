@@ -109,7 +109,13 @@ def _load_plugins() -> None:
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken plugin must not take the built-in commands down
+            import sys
+
+            print(f"mqadmin: warning: command plugin {ep.name!r} ({ep.value}) failed to load: {exc}", file=sys.stderr)
+            continue
         if isinstance(obj, type) and issubclass(obj, SubCommand) and obj.name.lower() not in _REGISTRY:
             register(obj)
 

@@ -115,7 +115,19 @@ def scan(
     job = functools.partial(
         scan_partition, address=address, filter_doc=flt.to_json(), mode=mode, target=target, stats=stats
     )
+    if mode in (SEND_TOPIC, SEND_GROUP):
+        # Copies must keep each queue's order, so a queue's slices run in one partition, in order.
+        return queue_partitions_rdd(spark, slices).mapPartitions(job)
     return slices_rdd(spark, slices).mapPartitions(job)
+
+
+def queue_partitions_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
+    """One partition per queue holding its slices in offset order (for the sending modes)."""
+    by_queue: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for s in slices:
+        by_queue.setdefault((s.broker, s.queue_id), []).append(s.to_json())
+    groups = list(by_queue.values())
+    return spark.sparkContext.parallelize(groups, numSlices=max(len(groups), 1)).flatMap(lambda docs: docs)
 
 
 def row_schema() -> StructType:

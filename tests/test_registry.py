@@ -86,3 +86,36 @@ def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[n
         assert r.code == 0 and "world" in r.stdout
     finally:
         undo()
+
+
+def test_third_party_commands_come_from_the_entry_point_group(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A plugin distribution registers its command under the mqadmin.commands group; a broken
+    plugin is reported and skipped, the built-in commands keep working."""
+    import subprocess
+    import sys
+
+    dist = tmp_path / "site"
+    (dist / "mqadmin_hello").mkdir(parents=True)
+    (dist / "mqadmin_hello" / "__init__.py").write_text(
+        "from mqadmin.registry import SubCommand\n"
+        "from mqadmin.output import Table\n"
+        "class R:\n"
+        "    def to_json(self): return {'hello': 'plugin'}\n"
+        "    def table(self): return Table(['hello'], [['plugin']])\n"
+        "class HelloPluginCommand(SubCommand):\n"
+        "    '''Say hello from a plugin.'''\n"
+        "    name = 'helloPlugin'\n"
+        "    uses_broker = False\n"
+        "    def execute(self, ctx, **params): return R()\n"
+    )
+    info = dist / "mqadmin_hello-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mqadmin-hello\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[mqadmin.commands]\nhelloPlugin = mqadmin_hello:HelloPluginCommand\nbroken = mqadmin_missing:Nope\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(dist)}
+    listed = subprocess.run([sys.executable, "-m", "mqadmin", "--help"], capture_output=True, text=True, env=env)
+    assert "helloPlugin" in listed.stdout and "'broken'" in listed.stderr
+    ran = subprocess.run([sys.executable, "-m", "mqadmin", "hello-plugin"], capture_output=True, text=True, env=env)
+    assert ran.returncode == 0 and "plugin" in ran.stdout

@@ -377,8 +377,8 @@ def test_tag_and_key_filters(side: Side, tmp_path: Path, cli_proc: Run) -> None:
 
 def check_copies(copies: list[Message], want: list[Message]) -> None:
     """Copies keep body, flag, tags, keys and user properties, name their origin, and land on
-    the same broker and queue number in the original offset order (each queue is one slice here:
-    the Spark engine sends a queue's slices in parallel, so its order holds only within a slice)."""
+    the same broker and queue number in the original offset order (the Spark engine sends each
+    queue's slices from one partition, in order, even when a queue has several)."""
     by_origin = {m.uniq_key: m for m in want}
     assert sorted(c.properties[ORIGIN_UNIQ_KEY] for c in copies) == sorted(by_origin)
     for c in copies:
@@ -516,8 +516,18 @@ def test_spark_engine_matches_the_local_engine(side: Side, tmp_path: Path, cli_p
 
     # executors also send: re-publish another burst from the executors' own connections
     begin, end, args = window_args(side, "burst-4")
+    # several slices per queue: a queue's copies must still come out in its order
     doc = replay(
-        cli_proc, side, *args, "--to", f"topic:{SPARK_COPY_TOPIC}", "--yes", *spark_args, timeout=SPARK_TIMEOUT
+        cli_proc,
+        side,
+        *args,
+        "--to",
+        f"topic:{SPARK_COPY_TOPIC}",
+        "--yes",
+        "--slice-size",
+        "20",
+        *spark_args,
+        timeout=SPARK_TIMEOUT,
     )
     want = side.expected(begin, end)
     assert doc["written"] == len(want) == BURST
