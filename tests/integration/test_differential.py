@@ -30,7 +30,6 @@ from tests.support import realbroker as rb
 pytestmark = [pytest.mark.realbroker, pytest.mark.interop]
 
 TOPIC, GROUP, FRESH_GROUP, QUEUES, COUNT = "DiffTopic", "diff_group", "diff_fresh", 4, 40
-UPDATE_AND_CREATE_TOPIC, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 17, 200
 
 
 @dataclass
@@ -53,34 +52,9 @@ class Side:
 
 
 def prepare(side: Side) -> None:
-    head, _ = rb.remoting_call(
-        side.broker_addr,
-        UPDATE_AND_CREATE_TOPIC,
-        {
-            "topic": TOPIC,
-            "defaultTopic": "TBW102",
-            "readQueueNums": QUEUES,
-            "writeQueueNums": QUEUES,
-            "perm": 6,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
-            "order": False,
-        },
-    )
-    assert head["code"] == 0, head
+    rb.create_topic(side.broker_addr, TOPIC, QUEUES)
     for group in (GROUP, FRESH_GROUP):
-        body = json.dumps(
-            {
-                "groupName": group,
-                "consumeEnable": True,
-                "consumeBroadcastEnable": True,
-                "retryQueueNums": 1,
-                "retryMaxTimes": 16,
-                "brokerId": 0,
-            }
-        ).encode()
-        head, _ = rb.remoting_call(side.broker_addr, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
-        assert head["code"] == 0, head
+        rb.create_group(side.broker_addr, group)
     deadline = time.monotonic() + 30
     while True:  # the route reaches the name server with the broker's next registration at worst
         head, _ = rb.remoting_call(side.namesrv, 105, {"topic": TOPIC})

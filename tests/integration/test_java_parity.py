@@ -159,23 +159,6 @@ class World:
         return proc.stdout if check else proc.stdout + proc.stderr
 
 
-def _create_topic(client: RemotingClient, addrs: list[str], topic: str) -> None:
-    """UPDATE_AND_CREATE_TOPIC on every broker (what Java ``updateTopic`` sends, minus the JVM)."""
-    fields = {
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "readQueueNums": QUEUES,
-        "writeQueueNums": QUEUES,
-        "perm": 6,
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": 0,
-        "order": False,
-    }
-    for addr in addrs:
-        reply = client.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
-        assert reply.code == ResponseCode.SUCCESS, reply
-
-
 def _heartbeat_body(client_id: str, groups: tuple[str, ...]) -> bytes:
     consumers = [
         {
@@ -308,7 +291,8 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                 t0 = time.monotonic()
                 setup = RemotingClient(cluster.namesrv_addr, timeout=WAIT)
                 try:
-                    _create_topic(setup, cluster.broker_addrs, TOPIC)
+                    for addr in cluster.broker_addrs:
+                        rb.create_topic(addr, TOPIC, QUEUES)
                 finally:
                     setup.close()
                 _produce(w)

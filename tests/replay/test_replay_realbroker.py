@@ -58,7 +58,6 @@ GAP_S = 0.05  # quiet time between bursts: windows can start where no message is
 TAGS = ("TagA", "TagB", "TagC")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 RETRY_PREFIX = "%RETRY%"
-CREATE_TOPIC, CREATE_GROUP = 17, 200  # UPDATE_AND_CREATE_TOPIC, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
 #: user properties every produced message carries; a re-published copy must keep them
 USER_PROPS = ("seq", "burst", "note")
 CLI_TIMEOUT, SPARK_TIMEOUT = 120.0, 600.0
@@ -169,38 +168,6 @@ def topic_messages(admin: Admin, topic: str) -> list[Message]:
 # ---- set-up --------------------------------------------------------------------------------
 
 
-def create_topic(addr: str, topic: str) -> None:
-    head, _ = rb.remoting_call(
-        addr,
-        CREATE_TOPIC,
-        {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": QUEUES,
-            "writeQueueNums": QUEUES,
-            "perm": 6,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
-            "order": False,
-        },
-    )
-    assert head["code"] == 0, head
-
-
-def create_group(addr: str, group: str) -> None:
-    """5.3.3 refuses offset commits for a group it does not know, so groups come first."""
-    body = {
-        "groupName": group,
-        "consumeEnable": True,
-        "consumeBroadcastEnable": True,
-        "retryQueueNums": 1,
-        "retryMaxTimes": 16,
-        "brokerId": 0,
-    }
-    head, _ = rb.remoting_call(addr, CREATE_GROUP, body=json.dumps(body).encode())
-    assert head["code"] == 0, head
-
-
 def wait_for_route(admin: Admin, topic: str, timeout: float = 30.0) -> None:
     """A new topic reaches the name server with the broker's next registration at worst."""
     deadline = time.monotonic() + timeout
@@ -273,9 +240,9 @@ def prepare(side: Side) -> None:
     if side.real:
         for addr in side.broker_addrs.values():
             for topic in (TOPIC, COPY_TOPIC, SPARK_COPY_TOPIC):
-                create_topic(addr, topic)
+                rb.create_topic(addr, topic, QUEUES)
             for group in (SMS, BILLING):
-                create_group(addr, group)
+                rb.create_group(addr, group)
     admin = side.admin()
     try:
         for topic in (TOPIC, COPY_TOPIC, SPARK_COPY_TOPIC):

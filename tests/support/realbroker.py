@@ -403,6 +403,47 @@ def cluster_info(namesrv_addr: str, timeout: float = 5.0) -> dict[str, Any]:
     return parse_fastjson(body) if body else {}
 
 
+UPDATE_AND_CREATE_TOPIC = 17
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+
+
+def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC on one broker: what Java ``updateTopic`` sends, without a JVM.
+
+    Works on the mock server too. The broker pushes the new route to the name server at once."""
+    head, _ = remoting_call(
+        broker_addr,
+        UPDATE_AND_CREATE_TOPIC,
+        {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": queues,
+            "writeQueueNums": queues,
+            "perm": 6,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": False,
+        },
+    )
+    if head.get("code") != 0:
+        raise RuntimeError(f"UPDATE_AND_CREATE_TOPIC {topic} failed: {head}")
+
+
+def create_group(broker_addr: str, group: str) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: 5.3.x refuses offset commits of unknown groups."""
+    body = {
+        "groupName": group,
+        "consumeEnable": True,
+        "consumeBroadcastEnable": True,
+        "retryQueueNums": 1,
+        "retryMaxTimes": 16,
+        "brokerId": 0,
+    }
+    head, _ = remoting_call(broker_addr, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(body).encode())
+    if head.get("code") != 0:
+        raise RuntimeError(f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP {group} failed: {head}")
+
+
 def commit_offset(broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
     """Commit a consumer offset on a broker, as a consumer would, without a Java client."""
     head, _ = remoting_call(
