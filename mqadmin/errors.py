@@ -39,6 +39,10 @@ class PartialFailure(MqadminError):
         self.outcomes = outcomes or []
 
 
+#: how 4.x ACL (PlainAccessValidator) words its refusals inside a SYSTEM_ERROR
+_ACL_REMARKS = ("Check signature failed", "No accessKey is configured", "No acl config for", "[10015:")
+
+
 class BrokerError(MqadminError):
     """The broker answered with a non-success response code.
 
@@ -54,7 +58,16 @@ class BrokerError(MqadminError):
         self.remark = remark or ""
         self.addr = addr
         where = f" from {addr}" if addr else ""
-        super().__init__(f"broker{where} answered {self.code_name} ({self.code}): {self.remark}".rstrip(": "))
+        if self.permission_denied:
+            by = f" by {addr}" if addr else ""
+            super().__init__(f"permission denied{by}: {self.remark} (check --access-key/--secret-key)")
+        else:
+            super().__init__(f"broker{where} answered {self.code_name} ({self.code}): {self.remark}".rstrip(": "))
+
+    @property
+    def permission_denied(self) -> bool:
+        """NO_PERMISSION, or the SYSTEM_ERROR text 4.x brokers answer ACL failures with."""
+        return self.code == 16 or (self.code == 1 and self.remark.startswith(_ACL_REMARKS))
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
