@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mqadmin.errors import UsageError
 from mqadmin.registry import Opt
-from mqadmin.replay.planner import DEFAULT_SLICE_SIZE
+from mqadmin.replay import DEFAULT_SLICE_SIZE
 from mqadmin.timeparse import FORMATS_HELP
 
 GROUP = Opt("group", ("-g", "--group", "--groupName"), "Consumer group", metavar="GROUP")

@@ -37,20 +37,13 @@ from mqadmin.context import Context
 from mqadmin.model import MessageQueue, OffsetWrapper
 from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.replay.planner import (
-    DEFAULT_SLICE_SIZE,
-    STORE_TIME,
-    TIME_FIELDS_HELP,
-    Slice,
-    TimeField,
-    first_match_in_order,
-    scan_slices,
-)
+from mqadmin.replay import DEFAULT_SLICE_SIZE, STORE_TIME, TIME_FIELDS_HELP
 from mqadmin.timeparse import format_duration, format_time
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.localstore import OffsetsFile
+    from mqadmin.replay.planner import TimeField
 
 #: topics brokers make for themselves (RocketMQ's TopicValidator system set) and the prefixes of
 #: per-group and system topics: --all-topics leaves them out unless they are named with -t
@@ -131,7 +124,7 @@ class QueryOffsetResult:
 
     @property
     def _field(self) -> TimeField:
-        return TimeField.parse(self.time_field)
+        return _time_field(self.time_field)
 
     def columns(self) -> list[str]:
         local = self.local_files is not None
@@ -202,7 +195,7 @@ class BulkQueryOffsetResult:
                     lags[r.group] = lags.get(r.group, 0) + sum(q.lag or 0 for q in r.queues)
             footer += [f"Total Lag of {g}: {lag}" for g, lag in lags.items()]
         if self.timestamp is not None:
-            footer.append(_time_line(self.timestamp, TimeField.parse(self.time_field), self.tz))
+            footer.append(_time_line(self.timestamp, _time_field(self.time_field), self.tz))
         if not self.results:
             footer.append("No topic matched.")
         title = f"{len({r.topic for r in self.results})} topic(s)" + (
@@ -318,7 +311,7 @@ class QueryOffsetCommand(SubCommand):
             # the words click used while -t was required: scripts and tests know this line
             raise errors.UsageError("Missing option '-t' / '--topic' / '--topicName'.")
         ts = ctx.time(params["timestamp"]) if params.get("timestamp") else None
-        time_field = TimeField.parse(params.get("time_field") or STORE_TIME)
+        time_field = _time_field(params.get("time_field") or STORE_TIME)
         if time_field.scans and ts is None:
             raise errors.UsageError(f"--time-field {time_field} needs -s: the time to compare it with")
         slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
@@ -597,6 +590,8 @@ def _locate(
 
         found = fan_out(at, list(zip(queues, bounds, offsets, strict=True)))
         return dict(zip(queues, found, strict=True))
+    from mqadmin.replay.planner import Slice, first_match_in_order, scan_slices
+
     slices = scan_slices([(mq, lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)], slice_size)
     if run.name == "spark":
         from mqadmin.spark.engine import scan_first_matches
@@ -615,3 +610,10 @@ def _locate(
         hit = hits.get(mq)
         out[mq] = _Where(lo, hi, hi) if hit is None else _Where(lo, hi, hit.offset, hit.store_time, hit.time)
     return out
+
+
+def _time_field(text: str) -> TimeField:
+    """The planner (and its worker) load only when a command needs them, not for --help."""
+    from mqadmin.replay.planner import TimeField
+
+    return TimeField.parse(text)

@@ -26,14 +26,15 @@ from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.replay.planner import DEFAULT_SLICE_SIZE, Plan, plan_window, select_queues
-from mqadmin.replay.sinks import Target, open_sink, parse_target, staging_paths
-from mqadmin.replay.worker import MessageFilter, parse_tag_expression
+from mqadmin.replay import DEFAULT_SLICE_SIZE
 from mqadmin.timeparse import FORMATS_HELP, format_time
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.replay.local import Checkpoint, ReplayOutcome
+    from mqadmin.replay.planner import Plan
+    from mqadmin.replay.sinks import Target
+    from mqadmin.replay.worker import MessageFilter
 
 #: plans below this many messages run locally under --engine auto. Measured with
 #: benchmarks/bench_replay.py on a 2-core host: Spark local[2] replays ~1.2x faster than the
@@ -217,6 +218,9 @@ class RangeReplayCommand(SubCommand):
 
     def execute(self, ctx: Context, **params: Any) -> RangeReplayResult:
         from mqadmin.admin import resolve_address
+        from mqadmin.replay.planner import plan_window, select_queues
+        from mqadmin.replay.sinks import parse_target
+        from mqadmin.replay.worker import MessageFilter, parse_tag_expression
 
         topic: str = params["topic"]
         begin, end = ctx.time(params["begin"]), ctx.time(params.get("end") or "now")
@@ -347,6 +351,8 @@ class RangeReplayCommand(SubCommand):
         from mqadmin.replay.local import run_local
 
         resume = checkpoint.sink_state if checkpoint is not None else None
+        from mqadmin.replay.sinks import open_sink
+
         sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
         stream = ctx.env.stderr if ctx.env.stderr_tty else None
         return run_local(admin, plan, flt, sink, limit=limit, checkpoint=checkpoint, progress_stream=stream)
@@ -415,6 +421,8 @@ def _check_output(target: Target, overwrite: bool, engine: str) -> None:
         raise errors.UsageError(f"{path} exists; pass --overwrite to replace it")
     if path.is_dir() and engine == "local":
         raise errors.UsageError(f"{path} is a directory (a Spark output?); the local engine writes one file")
+    from mqadmin.replay.sinks import staging_paths
+
     for stale in staging_paths(target):
         if stale.exists() and not overwrite:
             raise errors.UsageError(

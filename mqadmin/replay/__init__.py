@@ -15,6 +15,14 @@ from mqadmin.errors import UsageError
 
 #: what to install for the optional engines and formats
 SPARK_EXTRA = "pip install 'mqadmin[spark]'"
+#: messages per slice: the unit of work, of checkpointing and of Spark partitions
+DEFAULT_SLICE_SIZE = 8192
+#: the time fields a time→offset search compares with the time (command help reads these
+#: without importing the planner, to keep start-up light)
+STORE_TIME = "store"
+BORN_TIME = "born"
+PROPERTY_PREFIX = "property:"
+TIME_FIELDS_HELP = "store, born or property:NAME"
 
 
 def require(module: str, purpose: str) -> ModuleType:

@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from mqadmin.errors import UsageError
 from mqadmin.model import Message, MessageQueue
+from mqadmin.replay import BORN_TIME, DEFAULT_SLICE_SIZE, PROPERTY_PREFIX, STORE_TIME, TIME_FIELDS_HELP
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
 
 PLAN_FORMAT = "mqadmin-replay-plan/1"
-#: messages per slice: the unit of work, of checkpointing and of Spark partitions
-DEFAULT_SLICE_SIZE = 8192
 #: concurrent edge searches while planning (the remoting client pipelines them)
 PLAN_FAN_OUT = 16
 
@@ -269,11 +268,6 @@ def first_at_or_after(store_time: Callable[[int], int | None], ts: int, hint: in
 
 # -- time→offset searches by a field the broker cannot search ---------------------------------
 
-#: the time fields a time→offset search compares with the time
-STORE_TIME = "store"
-BORN_TIME = "born"
-PROPERTY_PREFIX = "property:"
-TIME_FIELDS_HELP = "store, born or property:NAME"
 #: a store-time window that keeps every message: scans filter by their own field, not store time
 _ANY_STORE_TIME = (0, 2**63 - 1)
 
