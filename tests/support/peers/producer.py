@@ -17,51 +17,11 @@ client-generated UNIQ_KEY, not the broker's offset message id.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
-import json
 import os
 import sys
-import threading
 import time
-from typing import Any
 
-_LOG_LEVELS = {"fatal": 1, "error": 2, "warn": 3, "info": 4, "debug": 5, "trace": 6}
-_print_lock = threading.Lock()
-
-
-def emit(event: str, **fields: Any) -> None:
-    """One flushed JSON line: the harness reads events as they happen."""
-    line = json.dumps({"event": event, **fields}, default=str)
-    with _print_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
-
-def load_client() -> Any:
-    """Import ``rocketmq.client`` with the library named by ``MQADMIN_LIBROCKETMQ``.
-
-    The wrapper resolves the library with ``ctypes.util.find_library``, which on Linux sees
-    ``LD_LIBRARY_PATH`` only through binutils (``ld``, ``objdump``); a fresh machine may have
-    neither, so answer that one lookup with the known path.
-    """
-    path = os.environ.get("MQADMIN_LIBROCKETMQ")
-    if path:
-        original = ctypes.util.find_library
-
-        def find_library(name: str) -> str | None:
-            return path if name == "rocketmq" else original(name)
-
-        ctypes.util.find_library = find_library
-    import rocketmq.client
-
-    return rocketmq.client
-
-
-def text(value: bytes | str | None) -> str | None:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
-    return value
+from _peer import LOG_LEVELS, emit, load_client, text
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -82,7 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout-ms", type=int, default=None, help="send timeout (client default 3000)")
     p.add_argument("--keep-going", action="store_true", help="report failed sends and continue (exit 1 at end)")
     p.add_argument("--instance-name", default=None)
-    p.add_argument("--log-level", choices=sorted(_LOG_LEVELS), default=None)
+    p.add_argument("--log-level", choices=sorted(LOG_LEVELS), default=None)
     p.add_argument("--skip-shutdown", action="store_true", help="exit without shutdown() (like a crash)")
     return p.parse_args(argv)
 
@@ -96,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.instance_name:
         client.dll.SetProducerInstanceName(producer._handle, args.instance_name.encode())
     if args.log_level:
-        client.dll.SetProducerLogLevel(producer._handle, _LOG_LEVELS[args.log_level])
+        client.dll.SetProducerLogLevel(producer._handle, LOG_LEVELS[args.log_level])
     producer.start()
     emit("started", pid=os.getpid(), group=args.group, namesrv=args.namesrv, orderly=orderly)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import json
 import os
 import signal
 import sys
@@ -30,7 +29,8 @@ import time
 from collections import Counter
 from typing import Any
 
-_LOG_LEVELS = {"fatal": 1, "error": 2, "warn": 3, "info": 4, "debug": 5, "trace": 6}
+from _peer import LOG_LEVELS, emit, load_client, text
+
 # Properties worth showing; the C API can only read named properties, not list them.
 _PROPERTIES = (
     "UNIQ_KEY",
@@ -46,41 +46,6 @@ _PROPERTIES = (
     "MAX_RECONSUME_TIMES",
 )
 _TRACE_OPEN, _TRACE_CLOSE = 0, 1  # CTraceModel
-_print_lock = threading.Lock()
-
-
-def emit(event: str, **fields: Any) -> None:
-    """One flushed JSON line: the harness reacts to each delivery as it happens."""
-    line = json.dumps({"event": event, **fields}, default=str)
-    with _print_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
-
-def load_client() -> Any:
-    """Import ``rocketmq.client`` with the library named by ``MQADMIN_LIBROCKETMQ``.
-
-    The wrapper resolves the library with ``ctypes.util.find_library``, which on Linux sees
-    ``LD_LIBRARY_PATH`` only through binutils (``ld``, ``objdump``); a fresh machine may have
-    neither, so answer that one lookup with the known path.
-    """
-    path = os.environ.get("MQADMIN_LIBROCKETMQ")
-    if path:
-        original = ctypes.util.find_library
-
-        def find_library(name: str) -> str | None:
-            return path if name == "rocketmq" else original(name)
-
-        ctypes.util.find_library = find_library
-    import rocketmq.client
-
-    return rocketmq.client
-
-
-def text(value: bytes | str | None) -> str | None:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
-    return value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -106,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--thread-count", type=int, default=None)
     p.add_argument("--batch-max-size", type=int, default=None, help="messages per listener call (default 1)")
     p.add_argument("--instance-name", default=None)
-    p.add_argument("--log-level", choices=sorted(_LOG_LEVELS), default=None)
+    p.add_argument("--log-level", choices=sorted(LOG_LEVELS), default=None)
     p.add_argument(
         "--message-trace",
         action="store_true",
@@ -133,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_max_size:
         consumer.set_message_batch_max_size(args.batch_max_size)
     if args.log_level:
-        client.dll.SetPushConsumerLogLevel(consumer._handle, _LOG_LEVELS[args.log_level])
+        client.dll.SetPushConsumerLogLevel(consumer._handle, LOG_LEVELS[args.log_level])
 
     stop = threading.Event()
     reason: list[str] = []
