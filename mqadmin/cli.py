@@ -195,6 +195,8 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
 
 def _main(args: list[str], env: Env) -> int:
     show_tb = "--traceback" in args or os.environ.get("MQADMIN_TRACEBACK") == "1"
+    if not args:  # like the Java tool: no command prints the command table
+        args = ["--help"]
     group = build_group(env)
     try:
         code = group.main(args, prog_name=PROG, standalone_mode=False)

@@ -15,6 +15,11 @@ def test_help_lists_every_command(cli_proc: Callable[..., CliResult]) -> None:
         assert name in r.stdout
 
 
+def test_no_arguments_prints_the_commands(cli_proc: Callable[..., CliResult]) -> None:
+    r = cli_proc()
+    assert r.code == 0 and "resetOffsetByTime" in r.stdout and r.stderr == ""
+
+
 def test_version(cli_proc: Callable[..., CliResult]) -> None:
     r = cli_proc("--version")
     assert r.code == 0 and r.stdout.startswith("mqadmin ")
