@@ -39,7 +39,6 @@ which is why the real broker replays 200 k. Building the 1 M mock store takes 2.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import shutil
@@ -57,6 +56,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and importable as a script helper
 
+# the same store the embedded benchmark builds (and reuses when it matches)
+from bench_replay import T0, build_store  # noqa: E402
+
 from mqadmin import errors  # noqa: E402
 from mqadmin.admin import connect  # noqa: E402
 from mqadmin.model import Message, MessageQueue  # noqa: E402
@@ -65,7 +67,6 @@ from mqadmin.replay.planner import Plan, plan_window  # noqa: E402
 from mqadmin.replay.sinks import open_sink, parse_target  # noqa: E402
 from mqadmin.replay.worker import MessageFilter  # noqa: E402
 
-T0 = 1_700_000_000_000
 MIB = 1024 * 1024
 TOPIC = "Bench"
 REAL_QUEUES = 8
@@ -92,25 +93,6 @@ class Row:
 
 
 # ---- the mock server ------------------------------------------------------------------------
-
-
-def build_store(root: Path, messages: int, body_size: int) -> None:
-    """``messages`` bodies of ``body_size`` bytes over 8 queues, 1 ms apart; reused when it matches."""
-    meta = root / "bench.json"
-    want = {"messages": messages, "body_size": body_size}
-    if meta.exists() and json.loads(meta.read_text()) == want:
-        print(f"reusing the store in {root}", file=sys.stderr)
-        return
-    from mqadmin.mock.cluster import MockCluster
-    from mqadmin.mock.seed import fill_topic
-
-    shutil.rmtree(root, ignore_errors=True)
-    t = time.monotonic()
-    cluster = MockCluster.create(root)
-    fill_topic(cluster, TOPIC, messages, T0, T0 + messages, body_size=body_size)
-    cluster.close()
-    meta.write_text(json.dumps(want))
-    print(f"built {messages:,} messages of {body_size} B in {time.monotonic() - t:.0f} s", file=sys.stderr)
 
 
 def _serve(root: str, conn: Connection) -> None:
