@@ -247,7 +247,9 @@ class RangeReplayCommand(SubCommand):
         limit: int | None = params.get("limit")
         if limit is not None and limit < 1:
             raise errors.UsageError("--limit must be at least 1")
-        slice_size = int(params.get("slice_size") or DEFAULT_SLICE_SIZE)
+        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
+        if slice_size < 1:
+            raise errors.UsageError("--slice-size must be at least 1")
         engine: str = params.get("engine") or "local"
         spark_conf = parse_spark_conf(params.get("spark_conf"))
         if engine == "spark" and limit is not None:

@@ -87,14 +87,32 @@ def render(result: Result, fmt: str, env: Env) -> None:
         env.stdout.write("\n")
     elif fmt == "csv":
         table = result.table()
+        times = _csv_times(result)
         writer = csv.writer(env.stdout, lineterminator="\n")
-        writer.writerow(table.columns)
-        writer.writerows([_cell(c) for c in row] for row in table.rows)
+        writer.writerow(table.columns + [label for label, _ in times])
+        writer.writerows([_cell(c) for c in row] + [str(v) for _, v in times] for row in table.rows)
     elif env.stdout_tty:
         _render_rich(result.table(), env)
     else:
         _render_plain(result.table(), env.stdout)
     env.stdout.flush()
+
+
+#: the resolved times every result echoes (JSON keys → CSV columns): CSV has no footer, so each
+#: row carries them, as epoch ms and ISO-8601 like the JSON
+CSV_TIMES = (
+    ("timestamp", "Timestamp"),
+    ("timestamp_iso", "Timestamp ISO"),
+    ("begin", "Begin"),
+    ("begin_iso", "Begin ISO"),
+    ("end", "End"),
+    ("end_iso", "End ISO"),
+)
+
+
+def _csv_times(result: Result) -> list[tuple[str, Any]]:
+    doc = result.to_json()
+    return [(label, doc[key]) for key, label in CSV_TIMES if doc.get(key) is not None]
 
 
 def _cell(value: Any) -> str:

@@ -32,7 +32,9 @@ DEMO_NAME = "demo"
 def mock_root(address: str) -> tuple[Path, str | None]:
     """(store folder, mock name or None for an explicit path) for a ``mock`` address."""
     if address in ("mock", "mock:", "mock://"):
-        address = f"mock://{DEMO_NAME}"
+        raise errors.UsageError(
+            f"-n {address} names no mock store: use mock://{DEMO_NAME} for the demo, mock://NAME or mock:///abs/path"
+        )
     if not address.startswith("mock://"):
         raise errors.UsageError(f"bad mock address {address!r}: use mock://NAME or mock:///abs/path")
     rest = unquote(address[len("mock://") :])
