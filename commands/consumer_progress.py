@@ -170,8 +170,10 @@ class ConsumerProgressCommand(SubCommand):
     """Show consume progress: per queue for one group (-g), or one line per group.
 
     Like the Java tool's consumerProgress, plus lag as time (age of the oldest unconsumed
-    message). With --max-lag or --max-lag-time it is a check for cron and CI: exit 3 when a
-    group is further behind than that (mqadmin extension).
+    message), per queue and per group; unknown (null in JSON, - in tables) only when a queue is
+    behind and no unconsumed message can be read (the broker refuses the pull). With --max-lag
+    or --max-lag-time it is a check for cron and CI: exit 3 when a group is further behind than
+    that, or its lag time is unknown (mqadmin extension).
     """
 
     name = "consumerProgress"

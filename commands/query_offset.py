@@ -256,7 +256,8 @@ class QueryOffsetCommand(SubCommand):
                      epoch ms; a message without it, or with a value that is
                      not an integer, never matches
 
-    When no message matches, offset_at_time is the max offset. The local engine reads each queue
+    When no message matches, offset_at_time is the max offset; for property:NAME a warning names
+    each queue whose last message lacks the property too (a misspelt or unset property). The local engine reads each queue
     in order and stops at the first match; --engine spark reads every slice of --slice-size
     messages at once (one partition each, each up to its own first match) and also distributes
     store-time searches; both engines give the same results.

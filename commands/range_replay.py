@@ -192,7 +192,9 @@ class RangeReplayCommand(SubCommand):
     edges are exact to the millisecond even where the broker's time search is coarse), then reads
     the slices with several pulls in flight, filters by tag expression and key, and writes in
     queue-then-offset order. group:GROUP re-delivers through the broker's send-back, so only that
-    group consumes the messages again. --checkpoint makes an interrupted replay resumable.
+    group consumes the messages again. --checkpoint makes an interrupted replay resumable; a
+    resumed run's summary counts what it wrote itself and what the earlier runs wrote. Piped into
+    a reader that stops early (| head -1) it ends quietly with exit 141, as seq does.
     --engine spark runs the same plan as a PySpark job (pip install 'mqadmin[spark]', Java 17+).
     """
 
@@ -221,8 +223,20 @@ class RangeReplayCommand(SubCommand):
         ),
         DRY_RUN,
         YES,
-        Opt("overwrite", ("--overwrite",), "Replace an existing output file", kind=bool, default=False),
-        Opt("checkpoint", ("--checkpoint",), "Record finished slices in FILE; re-run to resume", metavar="FILE"),
+        Opt(
+            "overwrite",
+            ("--overwrite",),
+            "Replace an existing output file; with --checkpoint whose unfinished output is gone, start over",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "checkpoint",
+            ("--checkpoint",),
+            "Record finished slices in FILE; re-run the same command to resume (a run killed after its "
+            "output was put in place is recorded as finished)",
+            metavar="FILE",
+        ),
         ENGINE,
         SPARK_MASTER,
         SPARK_CONF,
