@@ -3,6 +3,7 @@ exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 130 inte
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import sys
@@ -263,15 +264,22 @@ def _usable(stream: object) -> bool:
     return True
 
 
+#: errors of a file system that refuses to be written: read-only, full, or a file in the way
+_WRITE_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOTDIR, errno.EEXIST}
+)
+
+
 def _os_error_line(exc: OSError) -> str:
     """One line naming the path and what to do; the mqadmin home gets its own advice."""
     from mqadmin.admin import default_home
 
     path = exc.filename or ""
-    what = f"cannot write {path}: {exc.strerror or exc}" if path else f"{exc.strerror or exc}"
+    writing = exc.errno in _WRITE_ERRNOS
+    what = f"{'cannot write ' if writing else ''}{path}: {exc.strerror or exc}" if path else f"{exc.strerror or exc}"
     home = os.path.abspath(default_home())
     full = os.path.abspath(str(path)) if path else ""
-    if full and (full == home or full.startswith(home.rstrip(os.sep) + os.sep)):
+    if writing and full and (full == home or full.startswith(home.rstrip(os.sep) + os.sep)):
         what += (
             f"; $MQADMIN_HOME ({home}) must be a writable folder with free space: "
             "fix that, or set MQADMIN_HOME to one that is"

@@ -143,7 +143,9 @@ def _render_plain(table: Table, out: TextIO) -> None:
 
 #: Columns a narrow terminal may hide, least important first; a note names what is hidden.
 #: Identifiers, offsets, Diff/Lag and the lag time are never here: they are what the tables show.
-OPTIONAL_COLUMNS = ("Inflight", "LastTime", "Store Time At Offset", "Time At Offset", "Version", "Model", "Type")
+#: (a name also stands for the columns ending in it: "At Offset" for "Born Time At Offset" and
+#: "Property NAME At Offset")
+OPTIONAL_COLUMNS = ("Inflight", "LastTime", "Store Time At Offset", "At Offset", "Version", "Model", "Type")
 #: spaces between columns in the compact layouts (as in the plain output)
 GAP = 2
 
@@ -166,12 +168,11 @@ def _render_rich(table: Table, env: Env) -> None:
         headers = _fit(table.columns, cells, keep, width)
         hidden: list[int] = []
         for name in OPTIONAL_COLUMNS:
-            if headers is not None:
-                break
-            if name in table.columns and len(keep) > 1:
-                hidden.append(table.columns.index(name))
-                keep = [i for i in keep if i not in hidden]
-                headers = _fit(table.columns, cells, keep, width)
+            for i, col in enumerate(table.columns):
+                if headers is None and i in keep and len(keep) > 1 and (col == name or col.endswith(f" {name}")):
+                    hidden.append(i)
+                    keep = [k for k in keep if k != i]
+                    headers = _fit(table.columns, cells, keep, width)
         if headers is None:
             _print_vertical(console, table, cells)
         else:

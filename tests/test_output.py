@@ -177,3 +177,12 @@ def test_too_narrow_for_any_table_goes_vertical(demo: str, mqadmin_home: Path) -
     assert "…" not in text
     assert re.search(r"^\[1\]$", text, re.M) and re.search(r"^  Consumer Offset\s+2223$", text, re.M), text
     assert re.search(r"^  Max Offset\s+2500$", text, re.M)
+
+
+def test_scanned_time_field_column_is_hidden_once_with_the_store_time(demo: str, mqadmin_home: Path) -> None:
+    args = ["queryOffset", "-n", demo, "-t", "TopicTest", "-g", "demo_group", "-s", str(AT_MS), "--time-field", "born"]
+    text = run_in_pty(args, 80, mqadmin_home)
+    assert "(hidden at 80 columns: Store Time At Offset, Born Time At Offset; --output json shows all)" in " ".join(
+        text.split()
+    )
+    assert "…" not in text and re.search(r"^broker-a\s+0\s+0\s+2500\s+2223\s+277\s+\d+$", text, re.M), text
