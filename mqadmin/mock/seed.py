@@ -123,7 +123,10 @@ def reseed_if_stale(root: Path, now_ms: int | None = None) -> str | None:
         return None  # not a demo this code seeded: leave it alone
     if now - seeded_at < DEMO_REFRESH_MS:
         return None
-    lock = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None  # a read-only home: the old demo is still readable
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -139,19 +142,36 @@ def reseed_if_stale(root: Path, now_ms: int | None = None) -> str | None:
             current.close()
         if changed:
             return None
-        fresh = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-        old = fresh.with_name(fresh.name + ".old")
-        try:
-            shutil.rmtree(fresh)
-            cluster = MockCluster.create(fresh)
-            seed_demo(cluster, now)
-            cluster.close()
-            os.rename(root, old)
-            os.rename(fresh, root)
-        finally:
-            shutil.rmtree(fresh, ignore_errors=True)
-            shutil.rmtree(old, ignore_errors=True)
+        if not _swap_in_fresh(root, now):
+            return None
     finally:
         os.close(lock)
     age = (now - seeded_at) // 60_000
     return f"mock://demo was {age} min old and unchanged: seeded again, so its data ends now"
+
+
+def _swap_in_fresh(root: Path, now: int) -> bool:
+    """Build a fresh demo beside ``root`` and rename it in; on any file-system error (a full
+    disk) the old demo stays in place and is used as it is."""
+    try:
+        fresh = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    except OSError:
+        return False
+    old = fresh.with_name(fresh.name + ".old")
+    try:
+        shutil.rmtree(fresh)
+        cluster = MockCluster.create(fresh)
+        seed_demo(cluster, now)
+        cluster.close()
+        os.rename(root, old)
+        try:
+            os.rename(fresh, root)
+        except OSError:
+            os.rename(old, root)
+            raise
+        return True
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

@@ -93,3 +93,36 @@ def test_a_demo_in_use_is_not_replaced(clock: Callable[[int], None], mqadmin_hom
     finally:
         holder.close()
     assert seed.reseed_if_stale(mqadmin_home / "mock" / "demo") is not None
+
+
+def test_a_stale_demo_on_a_full_disk_is_used_as_it_is(mqadmin_home: Path) -> None:
+    """Seeding again needs room; without it (a file-size limit refuses the writes, as a full disk
+    would) the old demo answers, whole, and the command succeeds."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from mqadmin.mock.cluster import MockCluster
+
+    root = mqadmin_home / "mock" / "demo"
+    cluster = MockCluster.create(root)
+    seed.seed_demo(cluster, int(time.time() * 1000) - 15 * MIN)
+    cluster.close()
+    before = (root / "cluster.json").read_text()
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "mqadmin", "queryOffset", "-n", "mock://demo", "-t", "TopicTest", "--json"],
+        env={**os.environ, "MQADMIN_HOME": str(mqadmin_home)},
+        capture_output=True,
+        text=True,
+        preexec_fn=small_files,
+        timeout=120,
+    )
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert [q["max_offset"] for q in json.loads(r.stdout)["queues"]] == [2500] * 8
+    assert (root / "cluster.json").read_text() == before
+    assert sorted(p.name for p in root.parent.iterdir()) == ["demo"]  # nothing half-built left behind
