@@ -306,9 +306,9 @@ def test_resume_after_interruption_has_no_duplicate_and_no_gap(
     assert again.code == 0 and "Nothing to do" in again.stdout
 
 
-@pytest.mark.parametrize("sink", ["jsonl", "parquet"])
+@pytest.mark.parametrize(("sink", "flags"), [("jsonl", ()), ("jsonl", ("--overwrite",)), ("parquet", ())])
 def test_killed_between_publish_and_checkpoint_resumes_to_the_exact_output(
-    store: str, tmp_path: Path, cli: Run, cli_proc: Run, sink: str
+    store: str, tmp_path: Path, cli: Run, cli_proc: Run, sink: str, flags: tuple[str, ...]
 ) -> None:
     """The window where the output is in place but the checkpoint does not say so yet: the
     process dies there (SIGKILL at a fault point), and every later run finishes, exactly."""
@@ -322,7 +322,7 @@ def test_killed_between_publish_and_checkpoint_resumes_to_the_exact_output(
     assert killed.code == -signal.SIGKILL
     assert out.read_bytes() == clean.read_bytes() or sink == "parquet"  # published...
     assert '"complete"' not in cp.read_text()  # ...and not recorded
-    again = cli(*run, "--json")
+    again = cli(*run, *flags, "--json")
     assert again.code == 0, again.stderr
     doc = json.loads(again.stdout)
     assert doc["complete"] and doc["written"] == len(window(store, T0, T0 + 30)) and doc["written_this_run"] == 0
