@@ -141,7 +141,7 @@ def test_read_only_mqadmin_home(tmp_path: Path) -> None:
     try:
         home.chmod(0o755 if as_root else 0o555)
 
-        # root runs it as nobody (setpriv keeps the interpreter reachable where it lives in /root)
+        # root writes anywhere, so as root the command runs as nobody
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
