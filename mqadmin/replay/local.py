@@ -156,7 +156,16 @@ def resume_status(checkpoint: Checkpoint, staging: list[Path], output: Path) -> 
     into place and was killed before recording it) or ``gone`` (the unfinished output is missing).
     Without the ``publishing`` record (older checkpoints) a finished plan whose output has the
     checkpointed size counts as published too."""
-    if checkpoint.sink_state is None or any(p.exists() for p in staging):
+    if checkpoint.sink_state is None:
+        return "resume"
+    parts = checkpoint.sink_state.get("parts")
+    if parts is not None and len(staging) > 1 and staging[1].is_dir():
+        # Parquet parts are deleted only after the merged file is in place: a part missing with
+        # the output published means the earlier run was killed while cleaning up
+        if all((staging[1] / f"{int(i):08d}.parquet").exists() for i in parts):  # ParquetSink's names
+            return "resume"
+        return "published" if checkpoint.publishing and output.is_file() else "gone"
+    if any(p.exists() for p in staging):
         return "resume"
     if output.is_file():
         size = (checkpoint.sink_state or {}).get("bytes")
