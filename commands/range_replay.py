@@ -165,7 +165,7 @@ class RangeReplayResult:
                 rate = self._rate((self.matched or 0) - self.matched_before)
                 line += f" in {self.elapsed_ms / 1000:.1f} s" + (f" ({rate:,.0f} msg/s)" if rate else "")
             if self.written_before:
-                line += f"; {self.written_before} more before this run resumed"
+                line += f"; {self.written_before} more by the earlier run(s)"
                 if self.to.split(":", 1)[0] in ("jsonl", "parquet"):
                     line += f" (the file holds all {self.written})"
             footer.append(line)

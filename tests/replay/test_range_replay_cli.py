@@ -367,7 +367,7 @@ def test_resumed_stdout_replay_reports_what_this_run_wrote(store: str, tmp_path:
     assert resumed.code == 0
     assert resumed.stdout.count("\n") == total - earlier
     assert f"Wrote {total - earlier} message(s) to stdout" in resumed.stderr
-    assert f"{earlier} more before this run resumed" in resumed.stderr
+    assert f"{earlier} more by the earlier run(s)" in resumed.stderr
 
 
 def test_checkpoint_from_another_command_line_is_refused(store: str, tmp_path: Path, cli: Run) -> None:
