@@ -156,7 +156,7 @@ def _render_rich(table: Table, env: Env) -> None:
     optional columns (a note names them); else one block per row."""
     from rich.console import Console
 
-    console = Console(file=env.stdout, no_color=not env.use_color(env.stdout), highlight=False)
+    console = Console(file=env.stdout, no_color=not env.use_color(env.stdout), highlight=False, emoji=False)
     cells = [[_cell(c) for c in row] for row in table.rows]
     ncol = len(table.columns)
     numeric = [any(isinstance(r[i], int | float) for r in table.rows if r[i] is not None) for i in range(ncol)]
