@@ -227,12 +227,14 @@ def _fit(columns: list[str], cells: list[list[str]], keep: list[int], width: int
 
 def _print_boxed(console: Any, table: Table, cells: list[list[str]], numeric: list[bool]) -> None:
     from rich.table import Table as RichTable
+    from rich.text import Text
 
-    rt = RichTable(title=table.title, show_edge=False, header_style="bold")
+    # Text, not markup: a name like "[red]x" prints as it is
+    rt = RichTable(title=Text(table.title) if table.title else None, show_edge=False, header_style="bold")
     for col, num in zip(table.columns, numeric, strict=True):
-        rt.add_column(col, justify="right" if num else "left", no_wrap=True)
+        rt.add_column(Text(col), justify="right" if num else "left", no_wrap=True)
     for row in cells:
-        rt.add_row(*row)
+        rt.add_row(*(Text(c) for c in row))
     console.print(rt)
 
 
