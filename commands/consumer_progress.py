@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
@@ -43,7 +44,8 @@ class ProgressRow:
     consumer_offset: int
     pull_offset: int
     last_timestamp: int
-    lag_time_ms: int
+    #: age of the oldest unconsumed message: 0 when caught up, None when it cannot be read
+    lag_time_ms: int | None
 
     @property
     def diff(self) -> int:
@@ -69,8 +71,8 @@ class GroupProgress:
         return sum(q.diff for q in self.queues)
 
     @property
-    def lag_time_ms(self) -> int:
-        return max((q.lag_time_ms for q in self.queues), default=0)
+    def lag_time_ms(self) -> int | None:
+        return max_lag([q.lag_time_ms for q in self.queues])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,7 +109,7 @@ class GroupProgress:
                 q.diff,
                 q.inflight,
                 format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
-                format_duration(q.lag_time_ms) if q.diff > 0 else "0",
+                format_duration(q.lag_time_ms),
             ]
             for q in self.queues
         ]
@@ -115,7 +117,7 @@ class GroupProgress:
             "Consume TPS: n/a (offline store)" if self.offline else f"Consume TPS: {self.tps:.2f}",
             f"Consume Diff Total: {self.diff_total}",
             f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
-            f"Lag Time: {format_duration(self.lag_time_ms)} (age of the oldest unconsumed message)",
+            lag_line(self.lag_time_ms),
         ]
         return Table(columns, rows, title=f"Consumer group {self.group}", footer=footer)
 
@@ -155,16 +157,11 @@ class AllGroupsProgress:
         }
 
     def table(self) -> Table:
-        columns = ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total"]
-        with_lag = any(g.lag_time_ms is not None for g in self.groups)
-        if with_lag:
-            columns.append("Lag Time")
-        rows = []
-        for g in self.groups:
-            row: list[Any] = [g.group, g.count, g.version, g.type, g.model, int(g.tps), g.diff_total]
-            if with_lag:
-                row.append(format_duration(g.lag_time_ms))
-            rows.append(row)
+        columns = ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total", "Lag Time"]
+        rows: list[list[Any]] = [
+            [g.group, g.count, g.version, g.type, g.model, int(g.tps), g.diff_total, format_duration(g.lag_time_ms)]
+            for g in self.groups
+        ]
         return Table(columns, rows, title="Consumer groups")
 
 
@@ -173,8 +170,10 @@ class ConsumerProgressCommand(SubCommand):
     """Show consume progress: per queue for one group (-g), or one line per group.
 
     Like the Java tool's consumerProgress, plus lag as time (age of the oldest unconsumed
-    message). With --max-lag or --max-lag-time it is a check for cron and CI: exit 3 when a
-    group is further behind than that (mqadmin extension).
+    message), per queue and per group; unknown (null in JSON, - in tables) only when a queue is
+    behind and no unconsumed message can be read (the broker refuses the pull). With --max-lag
+    or --max-lag-time it is a check for cron and CI: exit 3 when a group is further behind than
+    that, or its lag time is unknown (mqadmin extension).
     """
 
     name = "consumerProgress"
@@ -210,9 +209,9 @@ class ConsumerProgressCommand(SubCommand):
             result.check_failure = "; ".join(breaches) or None
             return result
         groups = admin.list_groups()
-        summaries = fan_out(lambda g: self._summary(ctx, g, with_lag=max_lag_time is not None), groups)
+        summaries = fan_out(lambda g: self._summary(ctx, g), groups)
         breaches = [
-            b for s in summaries for b in _breaches(s.group, s.diff_total, s.lag_time_ms or 0, max_lag, max_lag_time)
+            b for s in summaries for b in _breaches(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
         ]
         return AllGroupsProgress(summaries, "; ".join(breaches) or None)
 
@@ -229,7 +228,7 @@ class ConsumerProgressCommand(SubCommand):
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
         return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin))
 
-    def _summary(self, ctx: Context, group: str, *, with_lag: bool) -> GroupSummary:
+    def _summary(self, ctx: Context, group: str) -> GroupSummary:
         admin = ctx.admin()
         count, version, ctype, model = 0, "OFFLINE", "", ""
         try:
@@ -246,18 +245,47 @@ class ConsumerProgressCommand(SubCommand):
             stats = admin.consume_stats(group)
             tps = stats.consume_tps
             diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
-            if with_lag:
-                lag = max((_row(ctx, mq, w).lag_time_ms for mq, w in stats.offsets.items()), default=0)
+            lag = group_lag_ms(ctx, stats.offsets)
         except errors.BrokerError:
             pass
         return GroupSummary(group, count, version, ctype, model, tps, diff, lag)
 
 
+def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None:
+    """Age of the oldest unconsumed message of one queue: 0 when caught up; None when the queue
+    is behind but no store time can be read (the broker refused the pull, or every unconsumed
+    message is gone). A consumer offset below the queue's min offset means retention deleted the
+    messages it had not consumed: the oldest unconsumed one left is the first message kept."""
+    if w.broker_offset <= w.consumer_offset:
+        return 0
+    admin = ctx.admin()
+    try:
+        oldest = store_time_at(admin, mq, w.consumer_offset)
+        if oldest is None:
+            low = admin.min_offset(mq)
+            if low > w.consumer_offset:
+                oldest = store_time_at(admin, mq, low)
+    except errors.MqadminError:
+        return None
+    return None if oldest is None else max(ctx.now - oldest, 0)
+
+
+def group_lag_ms(ctx: Context, offsets: Mapping[MessageQueue, OffsetWrapper]) -> int | None:
+    """A group's lag time (the oldest unconsumed message over its queues); reads only the queues
+    that are behind, so a caught-up group costs no pull. The one place every view of a group's
+    lag comes from; sequential, as the caller fans out over groups already."""
+    return max_lag([queue_lag_ms(ctx, mq, w) for mq, w in offsets.items() if w.broker_offset > w.consumer_offset])
+
+
+def max_lag(lags: list[int | None]) -> int | None:
+    """The largest known lag; None only when some queue is behind and none could be read."""
+    known = [x for x in lags if x is not None]
+    if known:
+        return max(known)
+    return None if lags else 0
+
+
 def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:
-    lag_ms = 0
-    if w.broker_offset > w.consumer_offset:
-        oldest = store_time_at(ctx.admin(), mq, w.consumer_offset)
-        lag_ms = max(ctx.now - oldest, 0) if oldest else 0
     return ProgressRow(
         mq.topic,
         mq.broker_name,
@@ -266,7 +294,7 @@ def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:
         w.consumer_offset,
         w.pull_offset,
         w.last_timestamp,
-        lag_ms,
+        queue_lag_ms(ctx, mq, w),
     )
 
 
@@ -283,11 +311,20 @@ def _online_or_unknown(ctx: Context, group: str, topic: str | None) -> None:
         )
 
 
-def _breaches(group: str, diff: int, lag_ms: int, max_lag: int | None, max_lag_time: int | None) -> list[str]:
+def lag_line(lag_ms: int | None) -> str:
+    if lag_ms is None:
+        return "Lag Time: unknown (no store time could be read for the unconsumed messages)"
+    return f"Lag Time: {format_duration(lag_ms)} (age of the oldest unconsumed message)"
+
+
+def _breaches(group: str, diff: int, lag_ms: int | None, max_lag: int | None, max_lag_time: int | None) -> list[str]:
+    """A lag time that cannot be read fails --max-lag-time: a check must not pass unverified."""
     out = []
     if max_lag is not None and diff > max_lag:
         out.append(f"{group}: Diff Total {diff} > --max-lag {max_lag}")
-    if max_lag_time is not None and lag_ms > max_lag_time:
+    if max_lag_time is not None and lag_ms is None:
+        out.append(f"{group}: lag time unknown (no store time readable), so --max-lag-time cannot pass")
+    elif max_lag_time is not None and lag_ms is not None and lag_ms > max_lag_time:
         out.append(f"{group}: lag {format_duration(lag_ms)} > --max-lag-time {format_duration(max_lag_time)}")
     return out
 
@@ -370,7 +407,7 @@ class LocalGroupProgress:
                 q.consumer_offset,
                 q.diff,
                 format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
-                None if q.lag_time_ms is None else (format_duration(q.lag_time_ms) if q.diff else "0"),
+                format_duration(q.lag_time_ms),
             ]
             for q in self.queues
         ]

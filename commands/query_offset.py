@@ -256,7 +256,8 @@ class QueryOffsetCommand(SubCommand):
                      epoch ms; a message without it, or with a value that is
                      not an integer, never matches
 
-    When no message matches, offset_at_time is the max offset. The local engine reads each queue
+    When no message matches, offset_at_time is the max offset; for property:NAME a warning names
+    each queue whose last message lacks the property too (a misspelt or unset property). The local engine reads each queue
     in order and stops at the first match; --engine spark reads every slice of --slice-size
     messages at once (one partition each, each up to its own first match) and also distributes
     store-time searches; both engines give the same results.
@@ -606,10 +607,33 @@ def _locate(
         scanned = fan_out(lambda mq: first_match_in_order(admin, of_queue.get(mq, []), time_field, ts), queues)
         hits = {mq: hit for mq, hit in zip(queues, scanned, strict=True) if hit is not None}
     out: dict[MessageQueue, _Where] = {}
+    misses = []
     for mq, (lo, hi) in zip(queues, bounds, strict=True):
         hit = hits.get(mq)
         out[mq] = _Where(lo, hi, hi) if hit is None else _Where(lo, hi, hit.offset, hit.store_time, hit.time)
+        if hit is None and hi > lo:
+            misses.append((mq, lo, hi))
+    if time_field.kind == "property":
+        for line in fan_out(lambda miss: _no_property_line(admin, time_field, ts, *miss), misses):
+            if line:
+                ctx.env.warn(line)
     return out
+
+
+def _no_property_line(admin: Admin, field: TimeField, ts: int, mq: MessageQueue, lo: int, hi: int) -> str | None:
+    """A scanned queue where no message matched lands on its max offset. When its last message
+    lacks the property too, the property is likely misspelt or never set: say so for that queue
+    (when the last message has it, the time is simply after the queue's end, as with -s now)."""
+    try:
+        last = next((m for m in admin.pull(mq, hi - 1, 1).messages if m.queue_offset == hi - 1), None)
+    except errors.MqadminError:
+        last = None
+    if last is not None and field.of(last) is not None:
+        return None
+    return (
+        f"{mq.topic} {mq.broker_name}/{mq.queue_id}: none of its {hi - lo} messages has property {field.name} "
+        f"(epoch ms) at or after {ts}, and its last message has none at all; Offset At Time is its max offset {hi}"
+    )
 
 
 def _time_field(text: str) -> TimeField:

@@ -71,6 +71,10 @@ class RangeReplayResult:
     limit: int | None = None
     checkpoint: str | None = None
     resumed_slices: int = 0
+    #: written and matched by earlier runs of a resumed replay (already in the file, or already
+    #: on an earlier run's stdout / sent), so the summary can say what this run did
+    written_before: int = 0
+    matched_before: int = 0
     complete: bool = False
     elapsed_ms: int | None = None
     bytes: int | None = None
@@ -90,6 +94,10 @@ class RangeReplayResult:
     @property
     def matched(self) -> int | None:
         return None if self.dry_run else sum(q.matched or 0 for q in self.queues)
+
+    @property
+    def written_this_run(self) -> int | None:
+        return None if self.dry_run else (self.written or 0) - self.written_before
 
     def _rate(self, amount: int | None) -> float | None:
         if amount is None or not self.elapsed_ms:
@@ -114,9 +122,10 @@ class RangeReplayResult:
             "total_messages": self.total,
             "matched": self.matched,
             "written": self.written,
+            "written_this_run": self.written_this_run,
             "bytes": self.bytes,
             "elapsed_ms": self.elapsed_ms,
-            "msgs_per_s": self._rate(self.matched),
+            "msgs_per_s": self._rate(None if self.matched is None else self.matched - self.matched_before),
             "bytes_per_s": self._rate(self.bytes),
             "notes": self.notes,
             "queues": [
@@ -151,10 +160,14 @@ class RangeReplayResult:
         ]
         if not self.dry_run:
             verb = {"topic": "Sent", "group": "Re-delivered"}.get(self.to.split(":", 1)[0], "Wrote")
-            line = f"{verb} {self.written} message(s) to {self.to} with the {self.engine} engine"
+            line = f"{verb} {self.written_this_run} message(s) to {self.to} with the {self.engine} engine"
             if self.elapsed_ms is not None:
-                rate = self._rate(self.matched)
+                rate = self._rate((self.matched or 0) - self.matched_before)
                 line += f" in {self.elapsed_ms / 1000:.1f} s" + (f" ({rate:,.0f} msg/s)" if rate else "")
+            if self.written_before:
+                line += f"; {self.written_before} more by the earlier run(s)"
+                if self.to.split(":", 1)[0] in ("jsonl", "parquet"):
+                    line += f" (the file holds all {self.written})"
             footer.append(line)
         footer += self.notes
         return Table(columns, rows, title=f"Replay of topic {self.topic}", footer=footer)
@@ -179,7 +192,9 @@ class RangeReplayCommand(SubCommand):
     edges are exact to the millisecond even where the broker's time search is coarse), then reads
     the slices with several pulls in flight, filters by tag expression and key, and writes in
     queue-then-offset order. group:GROUP re-delivers through the broker's send-back, so only that
-    group consumes the messages again. --checkpoint makes an interrupted replay resumable.
+    group consumes the messages again. --checkpoint makes an interrupted replay resumable; a
+    resumed run's summary counts what it wrote itself and what the earlier runs wrote. Piped into
+    a reader that stops early (| head -1) it ends quietly with exit 141, as seq does.
     --engine spark runs the same plan as a PySpark job (pip install 'mqadmin[spark]', Java 17+).
     """
 
@@ -208,8 +223,20 @@ class RangeReplayCommand(SubCommand):
         ),
         DRY_RUN,
         YES,
-        Opt("overwrite", ("--overwrite",), "Replace an existing output file", kind=bool, default=False),
-        Opt("checkpoint", ("--checkpoint",), "Record finished slices in FILE; re-run to resume", metavar="FILE"),
+        Opt(
+            "overwrite",
+            ("--overwrite",),
+            "Replace an existing output file; with --checkpoint whose unfinished output is gone, start over",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "checkpoint",
+            ("--checkpoint",),
+            "Record finished slices in FILE; re-run the same command to resume (a run killed after its "
+            "output was put in place is recorded as finished)",
+            metavar="FILE",
+        ),
         ENGINE,
         SPARK_MASTER,
         SPARK_CONF,
@@ -234,7 +261,9 @@ class RangeReplayCommand(SubCommand):
         limit: int | None = params.get("limit")
         if limit is not None and limit < 1:
             raise errors.UsageError("--limit must be at least 1")
-        slice_size = int(params.get("slice_size") or DEFAULT_SLICE_SIZE)
+        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
+        if slice_size < 1:
+            raise errors.UsageError("--slice-size must be at least 1")
         engine: str = params.get("engine") or "local"
         spark_conf = parse_spark_conf(params.get("spark_conf"))
         if engine == "spark" and limit is not None:
@@ -262,10 +291,13 @@ class RangeReplayCommand(SubCommand):
             "slice_size": slice_size,
         }
         checkpoint: Checkpoint | None = None
+        published_now = False
         if cp_path is not None and not dry_run:
             from mqadmin.replay.local import Checkpoint
 
             checkpoint = Checkpoint.load(cp_path, args)
+            if checkpoint is not None and not checkpoint.complete:
+                checkpoint, published_now = _settle_leftovers(ctx, checkpoint, target, bool(params.get("overwrite")))
         admin = ctx.admin(write=target.is_send and not dry_run)
         if checkpoint is not None:
             plan = checkpoint.plan
@@ -285,7 +317,12 @@ class RangeReplayCommand(SubCommand):
                 result.notes.append("No message is stored in this window on the selected queues.")
             return result
         if checkpoint is not None and checkpoint.complete:
-            result.notes.append(f"Nothing to do: checkpoint {cp_path} says this replay finished.")
+            if published_now:
+                result.notes.append(f"Finished: {target.value} was in place; checkpoint {cp_path} now records it.")
+            else:
+                result.notes.append(f"Nothing to do: checkpoint {cp_path} says this replay finished.")
+            result.written_before = checkpoint.written
+            result.matched_before = sum(s.matched for s in checkpoint.done.values())
             _apply(result, plan, checkpoint.done, None)
             result.complete = True
             return result
@@ -303,6 +340,9 @@ class RangeReplayCommand(SubCommand):
             from mqadmin.replay.local import Checkpoint
 
             checkpoint = Checkpoint.create(cp_path, args, plan, engine)
+        if checkpoint is not None and checkpoint.loaded:
+            result.written_before = checkpoint.written
+            result.matched_before = sum(s.matched for s in checkpoint.done.values())
         try:
             outcome = self._run(ctx, admin, plan, flt, target, engine, limit, checkpoint, params, spark_conf, address)
         except KeyboardInterrupt:
@@ -410,6 +450,34 @@ def _apply(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], outcome
         result.complete = outcome.complete
         result.resumed_slices = outcome.resumed
         result.elapsed_ms = int(outcome.elapsed * 1000)
+
+
+def _settle_leftovers(
+    ctx: Context, checkpoint: Checkpoint, target: Target, overwrite: bool
+) -> tuple[Checkpoint | None, bool]:
+    """An unfinished file replay always makes progress: an output an earlier run published but
+    did not record is recorded as finished (True); an unfinished output that is gone means
+    starting over, which --overwrite asks for (None: plan afresh); anything else resumes."""
+    if not target.is_file or target.is_remote_path or checkpoint.engine != "local":
+        return checkpoint, False
+    from mqadmin.replay.local import resume_status
+    from mqadmin.replay.sinks import staging_paths
+
+    staging = staging_paths(target)
+    status = resume_status(checkpoint, staging, Path(target.value))
+    if status == "published":
+        checkpoint.finish()
+        ctx.env.note(f"{target.value} was already in place (the earlier run was stopped before recording that)")
+        return checkpoint, True
+    if status == "gone":
+        missing = staging[0] if target.scheme == "jsonl" else staging[1]
+        if not overwrite:
+            raise errors.UsageError(
+                f"cannot resume: the unfinished output ({missing}) is gone; pass --overwrite to start over"
+            )
+        ctx.env.note(f"the unfinished output of {checkpoint.path} is gone: starting over (--overwrite)")
+        return None, False
+    return checkpoint, False
 
 
 def _check_output(target: Target, overwrite: bool, engine: str) -> None:

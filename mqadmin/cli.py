@@ -3,6 +3,7 @@ exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 130 inte
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import sys
@@ -71,6 +72,10 @@ def _typer_param(opt: Opt) -> inspect.Parameter:
     return inspect.Parameter(opt.dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
+class StdoutGone(Exception):
+    """The reader of stdout went away (``mqadmin ... | head -1``)."""
+
+
 def options_of(cls: type[SubCommand]) -> tuple[Opt, ...]:
     return cls.options + (COMMON_OPTIONS if cls.uses_broker else ())
 
@@ -79,7 +84,10 @@ def build_command(cls: type[SubCommand], env: Env) -> typer.core.TyperCommand:
     """A typer command whose callback runs ``cls`` and renders its result."""
 
     def callback(**params: Any) -> None:
-        run(cls, params, env)
+        try:
+            run(cls, params, env)
+        except BrokenPipeError:  # click would turn it into exit 1; _main ends quietly instead
+            raise StdoutGone() from None
 
     opts = options_of(cls)
     params = [_typer_param(o) for o in opts]
@@ -105,12 +113,15 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if common.get("no_color"):
         env.color = False
+    timeout = float(common["timeout"]) if common.get("timeout") is not None else 3.0
+    if not (0 < timeout < float("inf")):
+        raise UsageError(f"--timeout must be a number of seconds above 0, not {common.get('timeout')}")
     from mqadmin.config import connection_settings
 
     address, connect_options = connection_settings(common)
     ctx = Context(
         address=address,
-        timeout=float(common.get("timeout") or 3.0),
+        timeout=timeout,
         tz=resolve_tz(common.get("tz")),
         env=env,
         assume_yes=bool(params.get("yes", False)),
@@ -195,6 +206,11 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
 
 def _main(args: list[str], env: Env) -> int:
     show_tb = "--traceback" in args or os.environ.get("MQADMIN_TRACEBACK") == "1"
+    if env.stderr is None:  # started with 2>&-: errors go nowhere, the exit code still tells
+        env.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    if not _usable(env.stdout):
+        env.error("stdout is closed (>&-), so the result cannot be printed; redirect it to a file or /dev/null")
+        return ExitCode.USAGE
     if not args:  # like the Java tool: no command prints the command table
         args = ["--help"]
     group = build_group(env)
@@ -218,14 +234,57 @@ def _main(args: list[str], env: Env) -> int:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         env.error(message.strip().splitlines()[0] if message.strip() else "usage error")
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
-    except BrokenPipeError:
+    except (BrokenPipeError, StdoutGone):  # as `seq 1000000 | head -1`: no message, 128 + SIGPIPE
         _silence_stdout()
+        return ExitCode.BROKEN_PIPE
+    except OSError as exc:  # the file system refused: a read-only or full $MQADMIN_HOME, a bad --backup path
+        if show_tb:
+            raise
+        env.error(_os_error_line(exc))
         return ExitCode.FAILURE
     except Exception as exc:
         if show_tb:
             raise
         env.error(f"unexpected {type(exc).__name__}: {exc} (run with --traceback for details)")
         return ExitCode.FAILURE
+
+
+def _usable(stream: object) -> bool:
+    """Whether ``stream`` can take output (not None, not closed, its descriptor open)."""
+    if stream is None or getattr(stream, "closed", False):
+        return False
+    try:
+        fileno = stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return True  # not a file (StringIO in tests): usable
+    try:
+        os.fstat(fileno)
+    except OSError:
+        return False
+    return True
+
+
+#: errors of a file system that refuses to be written: read-only, full, or a file in the way
+_WRITE_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOTDIR, errno.EEXIST}
+)
+
+
+def _os_error_line(exc: OSError) -> str:
+    """One line naming the path and what to do; the mqadmin home gets its own advice."""
+    from mqadmin.admin import default_home
+
+    path = exc.filename or ""
+    writing = exc.errno in _WRITE_ERRNOS
+    what = f"{'cannot write ' if writing else ''}{path}: {exc.strerror or exc}" if path else f"{exc.strerror or exc}"
+    home = os.path.abspath(default_home())
+    full = os.path.abspath(str(path)) if path else ""
+    if writing and full and (full == home or full.startswith(home.rstrip(os.sep) + os.sep)):
+        what += (
+            f"; $MQADMIN_HOME ({home}) must be a writable folder with free space: "
+            "fix that, or set MQADMIN_HOME to one that is"
+        )
+    return what
 
 
 def _silence_stdout() -> None:

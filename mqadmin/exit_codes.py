@@ -15,3 +15,5 @@ class ExitCode(IntEnum):
     CHECK_FAILED = 3
     #: interrupted by Ctrl-C (shell convention 128 + SIGINT)
     INTERRUPTED = 130
+    #: the reader of stdout went away (``| head``): what a shell reports for ``seq | head -1``
+    BROKEN_PIPE = 141

@@ -87,14 +87,32 @@ def render(result: Result, fmt: str, env: Env) -> None:
         env.stdout.write("\n")
     elif fmt == "csv":
         table = result.table()
+        times = _csv_times(result)
         writer = csv.writer(env.stdout, lineterminator="\n")
-        writer.writerow(table.columns)
-        writer.writerows([_cell(c) for c in row] for row in table.rows)
+        writer.writerow(table.columns + [label for label, _ in times])
+        writer.writerows([_cell(c) for c in row] + [str(v) for _, v in times] for row in table.rows)
     elif env.stdout_tty:
         _render_rich(result.table(), env)
     else:
         _render_plain(result.table(), env.stdout)
     env.stdout.flush()
+
+
+#: the resolved times every result echoes (JSON keys → CSV columns): CSV has no footer, so each
+#: row carries them, as epoch ms and ISO-8601 like the JSON
+CSV_TIMES = (
+    ("timestamp", "Timestamp"),
+    ("timestamp_iso", "Timestamp ISO"),
+    ("begin", "Begin"),
+    ("begin_iso", "Begin ISO"),
+    ("end", "End"),
+    ("end_iso", "End ISO"),
+)
+
+
+def _csv_times(result: Result) -> list[tuple[str, Any]]:
+    doc = result.to_json()
+    return [(label, doc[key]) for key, label in CSV_TIMES if doc.get(key) is not None]
 
 
 def _cell(value: Any) -> str:
@@ -123,17 +141,137 @@ def _render_plain(table: Table, out: TextIO) -> None:
             out.write(line + "\n")
 
 
-def _render_rich(table: Table, env: Env) -> None:
-    from rich.console import Console
-    from rich.table import Table as RichTable
+#: Columns a narrow terminal may hide, least important first; a note names what is hidden.
+#: Identifiers, offsets, Diff/Lag and the lag time are never here: they are what the tables show.
+#: (a name also stands for the columns ending in it: "At Offset" for "Born Time At Offset" and
+#: "Property NAME At Offset")
+OPTIONAL_COLUMNS = ("Inflight", "LastTime", "Store Time At Offset", "At Offset", "Version", "Model", "Type")
+#: spaces between columns in the compact layouts (as in the plain output)
+GAP = 2
 
-    console = Console(file=env.stdout, no_color=not env.use_color(env.stdout), highlight=False)
-    rt = RichTable(title=table.title, show_edge=False, header_style="bold")
-    for i, col in enumerate(table.columns):
-        numeric = any(isinstance(r[i], int | float) for r in table.rows if r[i] is not None)
-        rt.add_column(col, justify="right" if numeric else "left", no_wrap=True)
-    for row in table.rows:
-        rt.add_row(*(_cell(c) for c in row))
-    console.print(rt)
+
+def _render_rich(table: Table, env: Env) -> None:
+    """A table on a terminal that never cuts a cell. By the terminal's width: the boxed table;
+    else plain columns; else the same with headers folded at their spaces; else without the
+    optional columns (a note names them); else one block per row."""
+    from rich.console import Console
+
+    console = Console(file=env.stdout, no_color=not env.use_color(env.stdout), highlight=False, emoji=False)
+    cells = [[_cell(c) for c in row] for row in table.rows]
+    ncol = len(table.columns)
+    numeric = [any(isinstance(r[i], int | float) for r in table.rows if r[i] is not None) for i in range(ncol)]
+    width = console.width
+    keep = list(range(ncol))
+    if _boxed_width(table.columns, cells) <= width:
+        _print_boxed(console, table, cells, numeric)
+    else:
+        headers = _fit(table.columns, cells, keep, width)
+        hidden: list[int] = []
+        for name in OPTIONAL_COLUMNS:
+            for i, col in enumerate(table.columns):
+                if headers is None and i in keep and len(keep) > 1 and (col == name or col.endswith(f" {name}")):
+                    hidden.append(i)
+                    keep = [k for k in keep if k != i]
+                    headers = _fit(table.columns, cells, keep, width)
+        if headers is None:
+            _print_vertical(console, table, cells)
+        else:
+            _print_compact(console, table, cells, numeric, keep, headers)
+            if hidden:
+                names = ", ".join(table.columns[i] for i in sorted(hidden))
+                console.print(f"(hidden at {width} columns: {names}; --output json shows all)", markup=False)
     for line in table.footer:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
+
+
+def _width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _content_widths(cells: list[list[str]], ncol: int) -> list[int]:
+    return [max((_width(r[i]) for r in cells), default=0) for i in range(ncol)]
+
+
+def _boxed_width(columns: list[str], cells: list[list[str]]) -> int:
+    """rich's table without outer edges: one space of padding each side, one rule between."""
+    widths = [max(_width(h), c) for h, c in zip(columns, _content_widths(cells, len(columns)), strict=True)]
+    return sum(widths) + 3 * len(widths) - 1
+
+
+def _fold(header: str, width: int) -> list[str]:
+    """``header`` broken at spaces into lines of at most ``width`` (a longer word gets its own line)."""
+    lines: list[str] = []
+    for word in header.split():
+        if lines and _width(lines[-1]) + 1 + _width(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _fit(columns: list[str], cells: list[list[str]], keep: list[int], width: int) -> list[list[str]] | None:
+    """Header lines per kept column for the compact layout within ``width`` (one-line headers
+    if they fit, else folded ones), or None when even folded headers are too wide."""
+    content = _content_widths(cells, len(columns))
+    gaps = GAP * (len(keep) - 1)
+    one_line = [[columns[i]] for i in keep]
+    if sum(max(_width(columns[i]), content[i]) for i in keep) + gaps <= width:
+        return one_line
+    folded = [_fold(columns[i], max(content[i], *(_width(w) for w in columns[i].split() or [""]))) for i in keep]
+    if sum(max(content[i], *(_width(x) for x in f)) for i, f in zip(keep, folded, strict=True)) + gaps <= width:
+        return folded
+    return None
+
+
+def _print_boxed(console: Any, table: Table, cells: list[list[str]], numeric: list[bool]) -> None:
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    # Text, not markup: a name like "[red]x" prints as it is
+    rt = RichTable(title=Text(table.title) if table.title else None, show_edge=False, header_style="bold")
+    for col, num in zip(table.columns, numeric, strict=True):
+        rt.add_column(Text(col), justify="right" if num else "left", no_wrap=True)
+    for row in cells:
+        rt.add_row(*(Text(c) for c in row))
+    console.print(rt)
+
+
+def _print_compact(
+    console: Any, table: Table, cells: list[list[str]], numeric: list[bool], keep: list[int], headers: list[list[str]]
+) -> None:
+    """Plain columns (numbers right-aligned), headers bold and bottom-aligned when folded."""
+    from rich.text import Text
+
+    content = _content_widths(cells, len(table.columns))
+    widths = [max(content[i], *(_width(x) for x in h)) for i, h in zip(keep, headers, strict=True)]
+    height = max(len(h) for h in headers)
+
+    def line(values: list[str]) -> str:
+        parts = []
+        for i, w, v in zip(keep, widths, values, strict=True):
+            pad = " " * (w - _width(v))
+            parts.append(pad + v if numeric[i] else v + pad)
+        return (" " * GAP).join(parts).rstrip()
+
+    if table.title:
+        console.print(table.title, markup=False, soft_wrap=True)
+    for n in range(height):
+        values = [h[n - (height - len(h))] if n >= height - len(h) else "" for h in headers]
+        console.print(Text(line(values), style="bold"), soft_wrap=True)
+    for row in cells:
+        console.print(line([row[i] for i in keep]), markup=False, soft_wrap=True)
+
+
+def _print_vertical(console: Any, table: Table, cells: list[list[str]]) -> None:
+    """One block per row, ``Header  value`` per line: for terminals too narrow for any table."""
+    from rich.text import Text
+
+    label = max(_width(c) for c in table.columns)
+    if table.title:
+        console.print(table.title, markup=False, soft_wrap=True)
+    for n, row in enumerate(cells, 1):
+        console.print(Text(f"[{n}]", style="bold"), soft_wrap=True)
+        for col, value in zip(table.columns, row, strict=True):
+            console.print(f"  {col:<{label}}  {value}", markup=False, soft_wrap=True)

@@ -34,11 +34,13 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, keep_bak: b
             atomic_copy(target, bak)
         os.replace(tmp, target)
         fsync_dir(target.parent)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
 
 

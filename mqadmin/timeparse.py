@@ -115,8 +115,12 @@ def parse_duration_ms(text: str) -> int:
 
 
 def format_duration(ms: int | None) -> str:
+    """A lag as every table prints it: ``0s``, ``4.2s``, ``19m57s``, ``3h05m``, ``2d04h``;
+    ``-`` when unknown (JSON carries the milliseconds, or null)."""
     if ms is None:
         return "-"
+    if ms == 0:
+        return "0s"
     seconds = ms // 1000
     if seconds < 60:
         return f"{ms / 1000:.1f}s"

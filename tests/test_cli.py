@@ -105,3 +105,148 @@ def test_broken_pipe_is_quiet(make_store: Callable[..., Store], tmp_path: Path) 
 def test_traceback_flag_shows_the_python_traceback(cli_proc: Callable[..., CliResult]) -> None:
     r = cli_proc("queryOffset", "-t", "T", "--traceback")
     assert r.code != 0 and "Traceback" in r.stderr
+
+
+# ---- bad environments and inputs: one line on stderr, the documented exit code ----
+
+
+def one_error_line(r: CliResult) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mqadmin: error: "), r.stderr
+    assert "unexpected" not in r.stderr and "Traceback" not in r.stderr
+    return lines[0]
+
+
+def test_mqadmin_home_that_cannot_be_a_folder(cli_proc: Callable[..., CliResult], tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder\n")
+    r = cli_proc("consumerProgress", "-n", "mock://demo", env={"MQADMIN_HOME": str(blocker / "home")})
+    assert r.code == 1
+    line = one_error_line(r)
+    assert f"cannot write {blocker / 'home'}" in line and f"$MQADMIN_HOME ({blocker / 'home'})" in line
+
+
+def test_read_only_mqadmin_home(tmp_path: Path) -> None:
+    """A home the user cannot write (root runs the command as nobody, for whom a root-owned folder
+    is read-only): one line naming the path and what to do, exit 1."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import pytest
+
+    as_root = os.geteuid() == 0
+    home = Path(tempfile.mkdtemp(prefix="mqadmin-ro-"))  # under the system temp dir: others can reach it
+    try:
+        home.chmod(0o755 if as_root else 0o555)
+
+        # root writes anywhere, so as root the command runs as nobody
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            env = {**os.environ, "MQADMIN_HOME": str(home), "HOME": str(home)}
+            cmd = [*as_nobody, sys.executable, "-m", "mqadmin", *args]
+            return subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=home, timeout=60)
+
+        try:
+            usable = run("--version").returncode == 0
+        except OSError:  # no setpriv
+            usable = False
+        if not usable:
+            pytest.skip("this Python cannot run as another user here")
+        r = run("consumerProgress", "-n", "mock://demo")
+    finally:
+        home.chmod(0o755)
+        home.rmdir()
+    assert r.returncode == 1
+    line = one_error_line(CliResult(r.returncode, r.stdout, r.stderr))
+    assert f"cannot write {home / 'mock'}: Permission denied; $MQADMIN_HOME ({home}) must be a writable" in line
+
+
+def test_full_mqadmin_home_fails_the_backup_and_changes_nothing(tmp_path: Path) -> None:
+    """A file-size limit makes the kernel refuse the backup as a full disk would: one line naming
+    the file, exit 1, and the offsets did not move (the backup comes before any change)."""
+    import json
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MQADMIN_HOME": str(tmp_path / "home")}
+    base = [sys.executable, "-m", "mqadmin"]
+    query = [*base, "queryOffset", "-n", "mock://demo", "-t", "TopicTest", "-g", "demo_group", "--json"]
+    before = subprocess.run(query, env=env, capture_output=True, text=True, check=True).stdout
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    reset = [*base, "resetOffsetByTime", "-n", "mock://demo", "-g", "demo_group", "-t", "TopicTest", "-s", "-1h"]
+    r = subprocess.run([*reset, "--yes"], env=env, capture_output=True, text=True, preexec_fn=small_files)
+    assert r.returncode == 1
+    err = [x for x in r.stderr.splitlines() if x.startswith("mqadmin: error: ")]
+    assert len(err) == 1 and "unexpected" not in r.stderr and "Traceback" not in r.stderr
+    assert "cannot write " + str(tmp_path / "home" / "backups") in err[0] and "File too large" in err[0]
+    after = subprocess.run(query, env=env, capture_output=True, text=True, check=True).stdout
+    offsets = [[q["consumer_offset"] for q in json.loads(doc)["queues"]] for doc in (before, after)]
+    assert offsets[0] == offsets[1]
+
+
+def test_closed_stdout_is_refused_up_front(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MQADMIN_HOME": str(tmp_path / "home")}
+    cmd = f"{sys.executable} -m mqadmin queryOffset -n mock://demo -t TopicTest >&-"
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True, env=env)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "mqadmin: error: stdout is closed (>&-), so the result cannot be printed; redirect it to a file or /dev/null"
+    ]
+
+
+def test_replay_into_head_ends_quietly_as_seq_does(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MQADMIN_HOME": str(tmp_path / "home")}
+    replay = f"{sys.executable} -m mqadmin rangeReplay -n mock://demo -t TopicTest -b -4h"
+    out = subprocess.run(
+        f"set -o pipefail; {replay} | head -1; echo exit=$?; seq 1000000 | head -1 >/dev/null; echo seq=$?",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith('{"topic":"TopicTest"') and len(lines) == 3
+    assert lines[1:] == ["exit=141", "seq=141"]
+    assert out.stderr == ""
+
+
+def test_bad_timeouts(cli_proc: Callable[..., CliResult]) -> None:
+    for value in ("-1", "0", "nan"):
+        r = cli_proc("queryOffset", "-n", "mock://demo", "-t", "TopicTest", "--timeout", value)
+        assert r.code == 2 and "--timeout must be a number of seconds above 0" in one_error_line(r)
+
+
+def test_slice_size_zero_is_refused_by_both(cli: Callable[..., CliResult]) -> None:
+    replay = cli("rangeReplay", "-n", "mock://demo", "-t", "TopicTest", "-b", "-1h", "--slice-size", "0", "--dry-run")
+    scan = cli("queryOffset", "-n", "mock://demo", "-t", "TopicTest", "-s", "-1h", "--time-field", "born")
+    assert scan.code == 0
+    scan = cli(
+        "queryOffset", "-n", "mock://demo", "-t", "TopicTest", "-s", "-1h", "--time-field", "born", "--slice-size", "0"
+    )
+    for r in (replay, scan):
+        assert r.code == 2 and one_error_line(r) == "mqadmin: error: --slice-size must be at least 1"
+
+
+def test_mock_address_without_a_name_is_refused(cli: Callable[..., CliResult], mqadmin_home: Path) -> None:
+    for address in ("mock://", "mock:"):
+        r = cli("queryOffset", "-n", address, "-t", "TopicTest")
+        assert r.code == 2 and "names no mock store: use mock://demo for the demo" in one_error_line(r)
+    assert not (mqadmin_home / "mock").exists()  # and no demo was made behind the user's back

@@ -32,7 +32,9 @@ DEMO_NAME = "demo"
 def mock_root(address: str) -> tuple[Path, str | None]:
     """(store folder, mock name or None for an explicit path) for a ``mock`` address."""
     if address in ("mock", "mock:", "mock://"):
-        address = f"mock://{DEMO_NAME}"
+        raise errors.UsageError(
+            f"-n {address} names no mock store: use mock://{DEMO_NAME} for the demo, mock://NAME or mock:///abs/path"
+        )
     if not address.startswith("mock://"):
         raise errors.UsageError(f"bad mock address {address!r}: use mock://NAME or mock:///abs/path")
     rest = unquote(address[len("mock://") :])
@@ -45,13 +47,21 @@ def mock_root(address: str) -> tuple[Path, str | None]:
 
 def open_mock(address: str, *, read_only: bool = False) -> MockAdmin:
     root, name = mock_root(address)
+    notes: list[str] = []
     if not (root / "cluster.json").exists():
         if root.exists() and root.is_dir() and any(root.iterdir()):
             raise errors.UsageError(f"{root} is not a mock broker store (no cluster.json)")
         if root.exists() and not root.is_dir():
             raise errors.UsageError(f"{root} is not a directory")
         _create(root, demo=name == DEMO_NAME)
-    return MockAdmin(MockCluster(root, writable=not read_only), address)
+    elif name == DEMO_NAME:
+        from mqadmin.mock.seed import reseed_if_stale
+
+        note = reseed_if_stale(root)
+        notes += [note] if note else []
+    admin = MockAdmin(MockCluster(root, writable=not read_only), address)
+    admin.notes = notes
+    return admin
 
 
 def _create(root: Path, *, demo: bool) -> None:
@@ -82,6 +92,8 @@ class MockAdmin:
         self.cluster = cluster
         self.address = address
         self._rr = itertools.count()
+        #: what the user should hear about the store (printed once per run)
+        self.notes: list[str] = []
 
     def _broker(self, name: str) -> MockBroker:
         broker = self.cluster.brokers.get(name)

@@ -39,6 +39,15 @@ def test_all_groups(make_store: Callable[..., Store], cli: Callable[..., CliResu
     assert set(by_name) == {"a", "b"}
     assert by_name["a"]["diff_total"] == 0 and by_name["b"]["diff_total"] == 80
     assert by_name["a"]["count"] == 0 and by_name["a"]["version"] == "OFFLINE"
+    # lag as time for every group, not only under --max-lag-time: 0 caught up, else the oldest
+    # unconsumed message's age (b committed nothing: the first message, about 2 hours old)
+    assert by_name["a"]["lag_time_ms"] == 0
+    one: Any = cli("consumerProgress", "-n", store.address, "-g", "b", "--json").json()
+    assert abs(by_name["b"]["lag_time_ms"] - one["lag_time_ms"]) < 60_000
+    assert 2 * HOUR_MS - 60_000 < by_name["b"]["lag_time_ms"] < 2 * HOUR_MS + 60_000
+    table = cli("consumerProgress", "-n", store.address).stdout.splitlines()
+    assert table[1].split()[-2:] == ["Lag", "Time"] and table[2].split()[-1] == "0s"
+    assert table[3].split()[-1].startswith(("1h5", "2h0"))  # one format: 1h59m or 2h00m
 
 
 def test_check_mode_exit_codes(make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:

@@ -57,3 +57,30 @@ def test_table_and_csv(make_store: Callable[..., Store], cli: Callable[..., CliR
     assert table.code == 0 and "Min Offset" in table.stdout and "broker-b" in table.stdout
     csv = cli("queryOffset", "-n", store.address, "-t", "TopicTest", "-g", "g", "--output", "csv").stdout.splitlines()
     assert csv[0] == "Broker,QID,Min Offset,Max Offset,Consumer Offset,Lag" and len(csv) == 9
+
+
+def test_csv_echoes_the_resolved_time(make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:
+    store = make_store(count=80, groups={"g": None})
+    mid = store.start_ms + HOUR_MS
+    rows = cli("queryOffset", "-n", store.address, "-t", "TopicTest", "-s", str(mid), "--output", "csv").stdout
+    header, first = rows.splitlines()[:2]
+    assert header.endswith(",Timestamp,Timestamp ISO")
+    doc: Any = cli("queryOffset", "-n", store.address, "-t", "TopicTest", "-s", str(mid), "--json").json()
+    assert first.endswith(f",{mid},{doc['timestamp_iso']}")
+
+
+def test_property_no_message_has_is_said_per_queue(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    store = make_store(count=80)
+    args = ("queryOffset", "-n", store.address, "-t", "TopicTest", "-s", str(store.start_ms), "--json")
+    r = cli(*args, "--time-field", "property:biz_ts")
+    assert r.code == 0
+    doc: Any = r.json()
+    assert all(q["offset_at_time"] == q["max_offset"] == 10 for q in doc["queues"])
+    warnings = r.stderr.strip().splitlines()
+    assert len(warnings) == 8 and "TopicTest broker-a/0: none of its 10 messages has property biz_ts" in warnings[0]
+    assert all("its last message has none at all; Offset At Time is its max offset 10" in w for w in warnings)
+    # a field every message has, searched after the end: an ordinary answer, nothing to say
+    late = cli(*args[:-2], str(store.end_ms + 60_000), "--json", "--time-field", "born")
+    assert late.code == 0 and late.stderr == ""

@@ -197,9 +197,9 @@ def test_list_form_table_and_csv(store: Store, cli: Callable[..., CliResult]) ->
     csv = cli(*args, "--output", "csv").stdout.splitlines()
     assert csv[0] == (
         "Topic,Group,Broker,QID,Min Offset,Max Offset,Consumer Offset,Lag,Offset At Time,"
-        "Store Time At Offset,Born Time At Offset"
+        "Store Time At Offset,Born Time At Offset,Timestamp,Timestamp ISO"  # CSV has no footer: rows echo the time
     )
-    assert len(csv) == 1 + 8 and csv[1].startswith("Orders,g1,broker-a,0,")
+    assert len(csv) == 1 + 8 and csv[1].startswith("Orders,g1,broker-a,0,") and f",{TS}," in csv[1]
     table = cli(*args)
     assert table.code == 0 and "Total Lag of g1:" in table.stdout and "by born time" in table.stdout
 

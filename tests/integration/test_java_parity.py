@@ -569,6 +569,14 @@ def test_consumer_progress_all_groups(world: World, before: Snapshot) -> None:
     online = mine[G_ONLINE]
     assert (online["count"], online["type"], online["model"]) == (1, "PUSH", "CLUSTERING")
     assert all(mine[g]["version"] == "OFFLINE" and mine[g]["count"] == 0 for g in OFFLINE_GROUPS)
+    # lag as time is filled for every group (Java has no such column): 0 when caught up, else
+    # about the one-group view's (both read the oldest unconsumed message, seconds apart)
+    for group, g in mine.items():
+        assert isinstance(g["lag_time_ms"], int), group
+        assert g["lag_time_ms"] > 0 or g["diff_total"] <= 0, group
+    progress = before.ours["progress"]
+    assert progress["lag_time_ms"] > 0
+    assert abs(mine[G_PROGRESS]["lag_time_ms"] - progress["lag_time_ms"]) < 60_000
 
 
 def test_query_offset_vs_topic_status_and_progress(world: World, before: Snapshot, resets: Resets) -> None:

@@ -306,6 +306,70 @@ def test_resume_after_interruption_has_no_duplicate_and_no_gap(
     assert again.code == 0 and "Nothing to do" in again.stdout
 
 
+@pytest.mark.parametrize(("sink", "flags"), [("jsonl", ()), ("jsonl", ("--overwrite",)), ("parquet", ())])
+def test_killed_between_publish_and_checkpoint_resumes_to_the_exact_output(
+    store: str, tmp_path: Path, cli: Run, cli_proc: Run, sink: str, flags: tuple[str, ...]
+) -> None:
+    """The window where the output is in place but the checkpoint does not say so yet: the
+    process dies there (SIGKILL at a fault point), and every later run finishes, exactly."""
+    if sink == "parquet":
+        pytest.importorskip("pyarrow")
+    out, cp, clean = tmp_path / f"r.{sink}", tmp_path / "cp", tmp_path / f"clean.{sink}"
+    args = ("rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 30), "--slice-size", "40")
+    assert cli(*args, "--to", f"{sink}:{clean}").code == 0
+    run = (*args, "--to", f"{sink}:{out}", "--checkpoint", str(cp))
+    killed = cli_proc(*run, env={"MQADMIN_FAULT_POINT": "replay-published"})
+    assert killed.code == -signal.SIGKILL
+    assert out.read_bytes() == clean.read_bytes() or sink == "parquet"  # published...
+    assert '"complete"' not in cp.read_text()  # ...and not recorded
+    if sink == "parquet":  # killed while removing the parts, after the merged file was in place
+        (tmp_path / f"r.{sink}.parts").mkdir()
+    again = cli(*run, *flags, "--json")
+    assert again.code == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert doc["complete"] and doc["written"] == len(window(store, T0, T0 + 30)) and doc["written_this_run"] == 0
+    assert "already in place" in again.stderr and "Finished" in " ".join(doc["notes"])
+    assert keys(out) == keys(clean)
+    third = cli(*run)  # and from then on it is a finished replay
+    assert third.code == 0 and "Nothing to do" in third.stdout
+    with_overwrite = cli(*run, "--overwrite")
+    assert with_overwrite.code == 0 and keys(out) == keys(clean)
+
+
+def test_resume_whose_unfinished_output_is_gone_starts_over_when_told(store: str, tmp_path: Path, cli: Run) -> None:
+    out, cp = tmp_path / "r.jsonl", tmp_path / "cp"
+    args = ("rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 30), "--slice-size", "40")
+    run = (*args, "--to", f"jsonl:{out}", "--checkpoint", str(cp))
+    assert cli(*run).code == 0
+    lines = cp.read_text().splitlines()
+    cp.write_text("\n".join(lines[:3]) + "\n")  # two slices recorded, then a crash...
+    out.unlink()  # ...and no unfinished output left (r.jsonl.partial was removed by hand)
+    refused = cli(*run)
+    assert refused.code == 2 and "r.jsonl.partial) is gone; pass --overwrite to start over" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    over = cli(*run, "--overwrite", "--json")
+    assert over.code == 0 and "starting over" in over.stderr, over.stderr
+    assert json.loads(over.stdout)["resumed_slices"] == 0
+    assert keys(out) == window(store, T0, T0 + 30)
+
+
+def test_resumed_stdout_replay_reports_what_this_run_wrote(store: str, tmp_path: Path, cli: Run) -> None:
+    cp = tmp_path / "cp"
+    args = ("rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 30), "--slice-size", "40")
+    first = cli(*args, "--checkpoint", str(cp))
+    total = len(window(store, T0, T0 + 30))
+    assert first.code == 0 and first.stdout.count("\n") == total
+    lines = cp.read_text().splitlines()
+    recorded = [json.loads(x) for x in lines[1:3]]
+    earlier = sum(x["slice"]["written"] for x in recorded)
+    cp.write_text("\n".join(lines[:3]) + "\n")  # stopped after two slices
+    resumed = cli(*args, "--checkpoint", str(cp))
+    assert resumed.code == 0
+    assert resumed.stdout.count("\n") == total - earlier
+    assert f"Wrote {total - earlier} message(s) to stdout" in resumed.stderr
+    assert f"{earlier} more by the earlier run(s)" in resumed.stderr
+
+
 def test_checkpoint_from_another_command_line_is_refused(store: str, tmp_path: Path, cli: Run) -> None:
     cp = tmp_path / "cp"
     args = ("rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 5), "--checkpoint", str(cp))
