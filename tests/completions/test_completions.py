@@ -38,7 +38,8 @@ def test_bash_completes_commands_and_options() -> None:
     assert complete(["mqadmin", "rese"]) == ["resetOffsetByTime", "reset-offset-by-time"]
     assert "resetOffsetByTime" in complete(["mqadmin", "res"])
     assert complete(["mqadmin", "resetOffsetByTime", "--dry"]) == ["--dry-run"]
-    assert complete(["mqadmin", "queryOffset", "--output", "j"]) == ["json"]
+    assert complete(["mqadmin", "queryOffset", "--output", "j"]) == ["json", "java"]
+    assert complete(["mqadmin", "consumerConn"]) == ["consumerConnection"]
     assert "--max-lag-time" in complete(["mqadmin", "consumerProgress", "--max"])
 
 
