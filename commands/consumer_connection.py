@@ -58,7 +58,6 @@ class Connections:
             rows=[[c.client_id, c.client_addr, c.language, version_desc(c.version)] for c in self.clients()],
             title=f"Consumer group {self.group}: {len(self.conn.connections)} client(s) online{where}",
             footer=[
-                "",
                 f"Subscriptions: {subs}",
                 f"Consume Type: {consume_type}",
                 f"Message Model: {self.conn.message_model}",
