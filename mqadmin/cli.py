@@ -206,6 +206,8 @@ def _main(args: list[str], env: Env) -> int:
     show_tb = "--traceback" in args or os.environ.get("MQADMIN_TRACEBACK") == "1"
     if not args:  # like the Java tool: no command prints the command table
         args = ["--help"]
+    elif args[0] == "help":  # the Java tool's `mqadmin help COMMAND`
+        args = [*args[1:2], "--help"]
     group = build_group(env)
     try:
         code = group.main(args, prog_name=PROG, standalone_mode=False)

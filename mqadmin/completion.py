@@ -98,7 +98,11 @@ def bash() -> str:
         "_mqadmin() {",
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" opts=""',
         "    if [[ $COMP_CWORD -eq 1 ]]; then",
-        f'        COMPREPLY=($(compgen -W "{names} --help --version" -- "$cur"))',
+        f'        COMPREPLY=($(compgen -W "help {names} --help --version" -- "$cur"))',
+        "        return",
+        "    fi",
+        "    if [[ $COMP_CWORD -eq 2 && ${COMP_WORDS[1]} == help ]]; then",
+        f'        COMPREPLY=($(compgen -W "{names}" -- "$cur"))',
         "        return",
         "    fi",
         "    # --to jsonl:PATH: with ':' in COMP_WORDBREAKS (the default) bash splits it into 'jsonl' ':' 'PATH'",
@@ -172,6 +176,11 @@ def zsh() -> str:
         "    )",
         "    if (( CURRENT == 2 )); then",
         "        _describe 'command' cmds",
+        "        compadd help",
+        "        return",
+        "    fi",
+        "    if (( CURRENT == 3 )) && [[ $words[2] == help ]]; then",
+        "        _describe 'command' cmds",
         "        return",
         "    fi",
         "    # _arguments reads words[1] as the command: make it the subcommand",
@@ -234,6 +243,7 @@ def fish() -> str:
         "    end",
         "end",
         "complete -c mqadmin -f",
+        f"complete -c mqadmin -n 'not __fish_seen_subcommand_from help {all_names}' -a help -d 'Show a command'\\''s help'",
     ]
     for c in cmds:
         for n in (c.name, c.kebab()):

@@ -17,6 +17,7 @@ function __mqadmin_sink
     end
 end
 complete -c mqadmin -f
+complete -c mqadmin -n 'not __fish_seen_subcommand_from help consumerConnection consumer-connection consumerProgress consumer-progress mockBroker mock-broker queryOffset query-offset rangeReplay range-replay resetOffsetByTime reset-offset-by-time restoreOffset restore-offset' -a help -d 'Show a command'\''s help'
 complete -c mqadmin -n 'not __fish_seen_subcommand_from consumerConnection consumer-connection consumerProgress consumer-progress mockBroker mock-broker queryOffset query-offset rangeReplay range-replay resetOffsetByTime reset-offset-by-time restoreOffset restore-offset' -a consumerConnection -d 'Show a group\'s online clients: id, address, language, version, subscriptions.'
 complete -c mqadmin -n 'not __fish_seen_subcommand_from consumerConnection consumer-connection consumerProgress consumer-progress mockBroker mock-broker queryOffset query-offset rangeReplay range-replay resetOffsetByTime reset-offset-by-time restoreOffset restore-offset' -a consumer-connection -d 'Show a group\'s online clients: id, address, language, version, subscriptions.'
 complete -c mqadmin -n 'not __fish_seen_subcommand_from consumerConnection consumer-connection consumerProgress consumer-progress mockBroker mock-broker queryOffset query-offset rangeReplay range-replay resetOffsetByTime reset-offset-by-time restoreOffset restore-offset' -a consumerProgress -d 'Show consume progress: per queue for one group (-g), or one line per group.'

@@ -57,6 +57,7 @@ def test_other_shells_parse_their_script(shell: str, check: list[str]) -> None:
 #: (typed line, what TAB gives): a set of candidates listed, or a str the line is completed to
 CASES: list[tuple[str, set[str] | str]] = [
     ("mqadmin consumerConn", "mqadmin consumerConnection"),
+    ("mqadmin help resetOff", "mqadmin help resetOffsetByTime"),
     ("mqadmin resetOffsetByTime -f ", {"true", "false"}),
     ("mqadmin queryOffset --output ", {"table", "json", "csv", "java"}),
     ("mqadmin queryOffset --time-field ", {"store", "born", "property:"}),
