@@ -31,7 +31,13 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
         "(default: $NAMESRV_ADDR)",
         metavar="ADDR",
     ),
-    Opt("output", ("--output",), "Result format: table (default), json or csv", default="table", choices=FORMATS),
+    Opt(
+        "output",
+        ("--output",),
+        "Result format: table (default), json, csv, or java (the Java tool's text, where a command has it)",
+        default="table",
+        choices=FORMATS,
+    ),
     Opt("json_", ("--json",), "Same as --output json", kind=bool, default=False),
     Opt("tz", ("--tz",), "Time zone for times without an offset and for display (default: local)", metavar="ZONE"),
     Opt("timeout", ("--timeout",), "Seconds to wait for each broker reply", kind=float, default=3.0),
@@ -111,6 +117,9 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     fmt = "json" if common.get("json_") else common.get("output", "table")
     if fmt not in FORMATS:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "java" and not cls.java_output:
+        having = ", ".join(c.name for c in commands() if c.java_output)
+        raise UsageError(f"--output java is not available for {cls.name} (it is for: {having})")
     if common.get("no_color"):
         env.color = False
     timeout = float(common["timeout"]) if common.get("timeout") is not None else 3.0
@@ -213,6 +222,8 @@ def _main(args: list[str], env: Env) -> int:
         return ExitCode.USAGE
     if not args:  # like the Java tool: no command prints the command table
         args = ["--help"]
+    elif args[0] == "help":  # the Java tool's `mqadmin help COMMAND`
+        args = [*args[1:2], "--help"]
     group = build_group(env)
     try:
         code = group.main(args, prog_name=PROG, standalone_mode=False)

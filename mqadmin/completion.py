@@ -18,31 +18,109 @@ def _options(cls: type[SubCommand]) -> tuple[Opt, ...]:
     return options_of(cls) + (Opt("help", ("-h", "--help"), "Show this message and exit.", kind=bool),)
 
 
-def _value_words(opt: Opt) -> str | None:
-    return " ".join(opt.choices) if opt.choices else None
+def _common_options() -> tuple[Opt, ...]:
+    from mqadmin.cli import COMMON_OPTIONS
+
+    return COMMON_OPTIONS
+
+
+#: what follows an option, by the value shape it declares (its metavar): the one table to extend
+FILE_METAVARS = frozenset({"FILE", "PATH", "BACKUP", "DIR"})
+WORDS_BY_METAVAR: dict[str, tuple[str, ...]] = {
+    "true|false": ("true", "false"),
+    "FIELD": ("store", "born", "property:"),
+}
+#: rangeReplay --to: the sink kinds; after jsonl:/parquet: a path
+SINK_KINDS = ("stdout", "jsonl:", "parquet:", "topic:", "group:")
+FILE_SINKS = ("jsonl", "parquet")
+#: the profile names: sections of $MQADMIN_HOME/config.ini, read when TAB is pressed
+PROFILES_SH = (
+    'sed -n "s/^[[:space:]]*\\[\\([^]]*\\)\\][[:space:]]*$/\\1/p" '
+    '"${MQADMIN_HOME:-$HOME/.mqadmin}/config.ini" 2>/dev/null'
+)
+
+
+def value_kind(opt: Opt) -> tuple[str, tuple[str, ...]]:
+    """How a shell completes the value of ``opt``: ("words", w) | ("files",) | ("sink", kinds) |
+    ("profiles",) | ("none",) for a flag | ("any",) for free text."""
+    if opt.kind is bool:
+        return ("none", ())
+    if opt.choices:
+        return ("words", opt.choices)
+    if opt.metavar in WORDS_BY_METAVAR:
+        return ("words", WORDS_BY_METAVAR[opt.metavar])
+    if opt.metavar in FILE_METAVARS:
+        return ("files", ())
+    if opt.metavar == "SINK":
+        return ("sink", SINK_KINDS)
+    if opt.dest == "profile":
+        return ("profiles", ())
+    return ("any", ())
+
+
+def _bash_value(kind: str, words: tuple[str, ...]) -> str:
+    """The bash statement that completes one option's value."""
+    if kind == "words":
+        return f'COMPREPLY=($(compgen -W "{" ".join(words)}" -- "$cur"))'
+    if kind == "files":
+        return '_mqadmin_files "$cur"'
+    if kind == "profiles":
+        return f'COMPREPLY=($(compgen -W "$({PROFILES_SH})" -- "$cur"))'
+    # sink: the kinds, or a path after jsonl:/parquet: when ':' is not a word break
+    return (
+        f'case "$cur" in {"|".join(k + ":*" for k in FILE_SINKS)}) '
+        'COMPREPLY=($(compgen -f -P "${cur%%:*}:" -- "${cur#*:}"));; '
+        f'*) compopt -o nospace 2>/dev/null; COMPREPLY=($(compgen -W "{" ".join(words)}" -- "$cur"));; esac'
+    )
+
+
+def _bash_value_cases(options: tuple[Opt, ...], indent: str) -> list[str]:
+    """A ``case "$prev"`` that completes the values of ``options`` (nothing when none has one)."""
+    cases = [(o.flags, value_kind(o)) for o in options if value_kind(o)[0] not in ("none", "any")]
+    if not cases:
+        return []
+    lines = [f'{indent}case "$prev" in']
+    for flags, (kind, words) in cases:
+        lines.append(f"{indent}    {'|'.join(flags)}) {_bash_value(kind, words)}; return;;")
+    return [*lines, f"{indent}esac"]
 
 
 def bash() -> str:
     cmds = commands()
     names = " ".join(n for c in cmds for n in (c.name, c.kebab()))
+    file_sinks = "|".join(FILE_SINKS)
     lines = [
         f"# bash completion for mqadmin ({HEADER})",
+        "_mqadmin_files() {",
+        "    compopt -o filenames 2>/dev/null",
+        '    COMPREPLY=($(compgen -f -- "$1"))',
+        "}",
         "_mqadmin() {",
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" opts=""',
         "    if [[ $COMP_CWORD -eq 1 ]]; then",
-        f'        COMPREPLY=($(compgen -W "{names} --help --version" -- "$cur"))',
+        f'        COMPREPLY=($(compgen -W "help {names} --help --version" -- "$cur"))',
         "        return",
         "    fi",
-        '    case "$prev" in',
+        "    if [[ $COMP_CWORD -eq 2 && ${COMP_WORDS[1]} == help ]]; then",
+        f'        COMPREPLY=($(compgen -W "{names}" -- "$cur"))',
+        "        return",
+        "    fi",
+        "    # --to jsonl:PATH: with ':' in COMP_WORDBREAKS (the default) bash splits it into 'jsonl' ':' 'PATH'",
+        "    if [[ $prev == : && ${COMP_WORDS[COMP_CWORD-3]} == --to ]] || [[ $cur == : && $prev != --to ]]; then",
+        '        local kind="${COMP_WORDS[COMP_CWORD-2]}"; [[ $cur == : ]] && kind="$prev"',
+        f'        case "$kind" in {file_sinks}) _mqadmin_files "${{cur#:}}";; esac',
+        "        return",
+        "    fi",
+        '    case "${COMP_WORDS[1]}" in',
     ]
-    choices = {o.flags: _value_words(o) for c in cmds for o in _options(c) if _value_words(o)}
-    for option_flags, words in sorted(choices.items()):
-        lines.append(f'        {"|".join(option_flags)}) COMPREPLY=($(compgen -W "{words}" -- "$cur")); return;;')
-    lines += ["    esac", '    case "${COMP_WORDS[1]}" in']
     for c in cmds:
         flags = " ".join(f for o in _options(c) for f in o.flags)
-        lines.append(f'        {c.name}|{c.kebab()}) opts="{flags}";;')
-    lines += ["    esac", '    COMPREPLY=($(compgen -W "$opts" -- "$cur"))', "}", "complete -F _mqadmin mqadmin", ""]
+        lines.append(f"        {c.name}|{c.kebab()})")
+        lines += _bash_value_cases(c.options, "            ")
+        lines.append(f'            opts="{flags}";;')
+    lines += ["    esac", "    # the options every broker command has"]
+    lines += _bash_value_cases(_common_options(), "    ")
+    lines += ['    COMPREPLY=($(compgen -W "$opts" -- "$cur"))', "}", "complete -F _mqadmin mqadmin", ""]
     return "\n".join(lines)
 
 
@@ -50,9 +128,47 @@ def _zsh_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "'\\''").replace("[", "\\[").replace("]", "\\]").replace(":", "\\:")
 
 
+def _zsh_value(opt: Opt) -> str:
+    """The ``:message:action`` part of an ``_arguments`` spec for ``opt``'s value."""
+    kind, words = value_kind(opt)
+    if kind == "none":
+        return ""
+    action = {
+        "words": "(" + " ".join(_zsh_escape(w) for w in words) + ")",
+        "files": "_files",
+        "profiles": "_mqadmin_profiles",
+        "sink": "_mqadmin_sink",
+    }.get(kind, "")
+    return f":{(opt.metavar or 'value').lower()}:{action}"
+
+
 def zsh() -> str:
     cmds = commands()
-    lines = ["#compdef mqadmin", f"# {HEADER}", "", "_mqadmin() {", "    local -a cmds", "    cmds=("]
+    sink_words = " ".join(k for k in SINK_KINDS if k.endswith(":"))
+    plain_sinks = " ".join(k for k in SINK_KINDS if not k.endswith(":"))
+    lines = [
+        "#compdef mqadmin",
+        f"# {HEADER}",
+        "",
+        "_mqadmin_profiles() {",
+        "    local -a names",
+        f'    names=(${{(f)"$({PROFILES_SH})"}})',
+        "    compadd -a names",
+        "}",
+        "",
+        "_mqadmin_sink() {",
+        f"    if compset -P '({'|'.join(FILE_SINKS)}):'; then",
+        "        _files",
+        "    else",
+        f"        compadd -S '' -- {sink_words}",
+        f"        compadd -- {plain_sinks}",
+        "    fi",
+        "}",
+        "",
+        "_mqadmin() {",
+        "    local -a cmds",
+        "    cmds=(",
+    ]
     for c in cmds:
         for n in (c.name, c.kebab()):
             lines.append(f"        '{n}:{_zsh_escape(c.summary())}'")
@@ -60,18 +176,28 @@ def zsh() -> str:
         "    )",
         "    if (( CURRENT == 2 )); then",
         "        _describe 'command' cmds",
+        "        compadd help",
         "        return",
         "    fi",
-        "    case $words[2] in",
+        "    if (( CURRENT == 3 )) && [[ $words[2] == help ]]; then",
+        "        _describe 'command' cmds",
+        "        return",
+        "    fi",
+        "    # _arguments reads words[1] as the command: make it the subcommand",
+        "    local cmd=$words[2]",
+        "    shift words",
+        "    (( CURRENT-- ))",
+        "    case $cmd in",
     ]
     for c in cmds:
         lines.append(f"        {c.name}|{c.kebab()})")
         lines.append("            _arguments -s \\")
+        specs = []
         for o in _options(c):
             flags = "{" + ",".join(o.flags) + "}" if len(o.flags) > 1 else o.flags[0]
-            arg = "" if o.kind is bool else (f":value:({_value_words(o)})" if _value_words(o) else ":value:")
-            lines.append(f"                '({' '.join(o.flags)})'{flags}'[{_zsh_escape(o.help)}]{arg}' \\")
-        lines.append("                '*::arg:' ;;")
+            arg = _zsh_value(o)
+            specs.append(f"'({' '.join(o.flags)})'{flags}'[{_zsh_escape(o.help)}]{arg}'")
+        lines.append(" \\\n".join(f"                {spec}" for spec in specs) + " ;;")
     lines += ["    esac", "}", "", '_mqadmin "$@"', ""]
     return "\n".join(lines)
 
@@ -80,10 +206,45 @@ def _fish_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
+def _fish_value(opt: Opt) -> list[str]:
+    """The ``complete`` arguments that say what ``opt``'s value is."""
+    kind, words = value_kind(opt)
+    if kind == "none":
+        return []
+    return {
+        "words": ["-x", f"-a '{' '.join(words)}'"],
+        "files": ["-r", "-F"],
+        "profiles": ["-x", "-a '(__mqadmin_profiles)'"],
+        "sink": ["-x", "-a '(__mqadmin_sink)'"],
+    }.get(kind, ["-r"])
+
+
 def fish() -> str:
     cmds = commands()
     all_names = " ".join(n for c in cmds for n in (c.name, c.kebab()))
-    lines = [f"# fish completion for mqadmin ({HEADER})", "complete -c mqadmin -f"]
+    file_cases = " ".join(f"'{k}:*'" for k in FILE_SINKS)
+    lines = [
+        f"# fish completion for mqadmin ({HEADER})",
+        "function __mqadmin_profiles",
+        "    set -l home ~/.mqadmin",
+        "    set -q MQADMIN_HOME; and set home $MQADMIN_HOME",
+        "    string replace -rf '^\\s*\\[([^]]*)\\]\\s*$' '$1' < $home/config.ini 2>/dev/null",
+        "end",
+        "function __mqadmin_sink",
+        "    set -l tok (commandline -ct)",
+        "    switch $tok",
+        f"        case {file_cases}",
+        "            set -l kind (string split -m1 : -- $tok)[1]",
+        "            for p in (__fish_complete_path (string replace -r '^[^:]*:' '' -- $tok))",
+        "                echo $kind:$p",
+        "            end",
+        "        case '*'",
+        f"            printf '%s\\n' {' '.join(SINK_KINDS)}",
+        "    end",
+        "end",
+        "complete -c mqadmin -f",
+        f"complete -c mqadmin -n 'not __fish_seen_subcommand_from help {all_names}' -a help -d 'Show a command'\\''s help'",
+    ]
     for c in cmds:
         for n in (c.name, c.kebab()):
             lines.append(
@@ -95,10 +256,7 @@ def fish() -> str:
             parts = [f"complete -c mqadmin -n '{cond}'"]
             for f in o.flags:
                 parts.append(f"-s {f[1:]}" if len(f) == 2 else f"-l {f[2:]}")
-            if o.kind is not bool:
-                parts.append("-r")
-                if o.choices:
-                    parts.append(f"-a '{' '.join(o.choices)}'")
+            parts += _fish_value(o)
             parts.append(f"-d '{_fish_escape(o.help)}'")
             lines.append(" ".join(parts))
     return "\n".join(lines) + "\n"

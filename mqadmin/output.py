@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-FORMATS = ("table", "json", "csv")
+FORMATS = ("table", "json", "csv", "java")
 
 
 @dataclass
@@ -85,6 +85,8 @@ def render(result: Result, fmt: str, env: Env) -> None:
     if fmt == "json":
         json.dump(result.to_json(), env.stdout, indent=2, ensure_ascii=False)
         env.stdout.write("\n")
+    elif fmt == "java":
+        env.stdout.write(result.java_text())  # type: ignore[attr-defined]  # commands with java_output only
     elif fmt == "csv":
         table = result.table()
         times = _csv_times(result)

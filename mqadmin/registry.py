@@ -53,6 +53,8 @@ class SubCommand:
     options: ClassVar[tuple[Opt, ...]] = ()
     #: False for commands that never reach a broker (no -n option is added)
     uses_broker: ClassVar[bool] = True
+    #: True when the result can print the Java tool's own text (``--output java``)
+    java_output: ClassVar[bool] = False
 
     @classmethod
     def summary(cls) -> str:

@@ -20,6 +20,17 @@ def test_no_arguments_prints_the_commands(cli_proc: Callable[..., CliResult]) ->
     assert r.code == 0 and "resetOffsetByTime" in r.stdout and r.stderr == ""
 
 
+def test_help_command_as_the_java_tool(cli_proc: Callable[..., CliResult]) -> None:
+    """`mqadmin help COMMAND` is `mqadmin COMMAND --help`; `mqadmin help` lists the commands."""
+    r = cli_proc("help", "resetoffsetbytime")
+    assert r.code == 0 and r.stdout == cli_proc("resetOffsetByTime", "--help").stdout
+    assert "Usage: mqadmin resetOffsetByTime" in r.stdout and "--dry-run" in r.stdout
+    assert cli_proc("help").stdout == cli_proc("--help").stdout
+    bad = cli_proc("help", "consumerProgres")
+    assert bad.code == 2 and bad.stdout == ""
+    assert "unknown command 'consumerProgres' (did you mean 'consumerProgress'?)" in bad.stderr
+
+
 def test_version(cli_proc: Callable[..., CliResult]) -> None:
     r = cli_proc("--version")
     assert r.code == 0 and r.stdout.startswith("mqadmin ")

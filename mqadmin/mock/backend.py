@@ -162,8 +162,9 @@ class MockAdmin:
             tps += stats.consume_tps
         return ConsumeStats(dict(sorted(table.items())), tps)
 
-    def consumer_connections(self, group: str) -> ConsumerConnection:
-        clients = [c for b in self.cluster.brokers.values() for c in b.online_clients(group)]
+    def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
+        brokers = [b for b in self.cluster.brokers.values() if broker_addr in (None, b.addr)]
+        clients = [c for b in brokers for c in b.online_clients(group)]
         if not clients:
             raise errors.ConsumerNotOnline(f"the consumer group[{group}] not online")
         unique = {c.client_id: c for c in clients}

@@ -91,7 +91,7 @@ class OfflineAdmin(MockAdmin):
             raise errors.TopicNotExist(f"No topic route info in name server for the topic: %RETRY%{group}")
         return brokers
 
-    def consumer_connections(self, group: str) -> ConsumerConnection:
+    def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
         raise errors.ConsumerNotOnline(f"the consumer group[{group}] not online (offline store {self.address})")
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:

@@ -456,15 +456,12 @@ class RemotingAdmin:
         except (AttributeError, TypeError, ValueError) as exc:
             raise MalformedReply(f"unexpected consume stats from {addr}: {exc!r}", addr) from None
 
-    def consumer_connections(self, group: str) -> ConsumerConnection:
-        """Who is online, merged over the group's brokers; ConsumerNotOnline when nobody is."""
-        brokers = self._group_brokers(group, None)
+    def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
+        """Who is online, merged over the group's brokers (or asked of ``broker_addr`` alone, as the
+        Java tool's ``-b``); ConsumerNotOnline when nobody is."""
         fields = {"consumerGroup": group}
-        calls = [
-            (b.select_addr(), RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields))
-            for b in brokers
-            if b.addrs
-        ]
+        addrs = [broker_addr] if broker_addr else [b.select_addr() for b in self._group_brokers(group, None) if b.addrs]
+        calls = [(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)) for addr in addrs]
         replies = self._fan_out(calls, idempotent=True)
         bodies: list[dict[str, Any]] = []
         first_error: errors.MqadminError | None = None

@@ -147,6 +147,14 @@ class World:
             assert code == 0, f"mqadmin {' '.join(args)} exited {code}: {err.getvalue()}"
         return code, json.loads(out.getvalue()) if out.getvalue().strip() else None, err.getvalue()
 
+    def ours_java(self, *args: str) -> str:
+        """Our CLI in-process with ``--output java``: the text a script written for the Java tool reads."""
+        out, err = io.StringIO(), io.StringIO()
+        argv = [*args, "-n", self.cluster.namesrv_addr, "--output", "java", "--timeout", str(WAIT)]
+        code = main(argv, env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
+        assert code == 0, f"mqadmin {' '.join(args)} exited {code}: {err.getvalue()}"
+        return out.getvalue()
+
     def java_many(self, calls: Mapping[str, tuple[str, ...]], check: bool = True) -> dict[str, str]:
         """Several Java mqadmin runs at once: each is a fresh JVM, ~3 s of it idle in shutdown."""
         with ThreadPoolExecutor(max_workers=len(calls)) as pool:
@@ -492,6 +500,8 @@ def before(world: World, resets: Resets) -> Snapshot:
         "progress": ("consumerProgress", "-g", G_PROGRESS),
         "online": ("consumerProgress", "-g", G_ONLINE),
         "all": ("consumerProgress",),
+        # -b: Java asks a random broker otherwise, and each broker sees its own client address
+        "connection": ("consumerConnection", "-g", G_ONLINE, "-b", world.cluster.broker_addrs[0]),
     }
     with ThreadPoolExecutor(max_workers=1) as pool:
         java = pool.submit(world.java_many, calls)
@@ -499,6 +509,8 @@ def before(world: World, resets: Resets) -> Snapshot:
             "progress": world.ours("consumerProgress", "-g", G_PROGRESS)[1],
             "online": world.ours("consumerProgress", "-g", G_ONLINE)[1],
             "all": world.ours("consumerProgress")[1],
+            "connection": world.ours(*calls["connection"])[1],
+            "connection_java": world.ours_java(*calls["connection"]),
             "query": world.ours("queryOffset", "-t", TOPIC, "-g", G_PROGRESS, "-s", str(world.ts))[1],
         }
         java_out = java.result()
@@ -548,6 +560,26 @@ def test_consumer_progress_online_group(world: World, before: Snapshot) -> None:
     topics = {q["topic"] for q in before.ours["online"]["queues"]}
     assert TOPIC in topics
     assert before.ours["online"]["diff_total"] == 0
+
+
+def test_consumer_connection(world: World, before: Snapshot) -> None:
+    """The live group's clients and subscriptions: Java's text, ours as JSON and ours as Java's text."""
+    java_out, ours, ours_java = before.java["connection"], before.ours["connection"], before.ours["connection_java"]
+    theirs = sorted(java_table(java_out, "ClientId"), key=lambda r: r["ClientId"])
+    assert len(theirs) == 1 and theirs[0]["Language"] == "CPP"  # the official (C++) push consumer
+    assert sorted(java_table(ours_java, "ClientId"), key=lambda r: r["ClientId"]) == theirs
+    mine = [
+        {"ClientId": c["client_id"], "ClientAddr": c["client_addr"], "Language": c["language"]}
+        | {"Version": c["version_desc"]}
+        for c in ours["clients"]
+    ]
+    assert mine == theirs
+    subs = {r["Topic"]: r["SubExpression"] for r in java_table(java_out, "Topic")}
+    assert {r["Topic"]: r["SubExpression"] for r in java_table(ours_java, "Topic")} == subs == ours["subscriptions"]
+    assert TOPIC in subs
+    for label, key in (("ConsumeType", "consume_type"), ("MessageModel", "message_model")):
+        assert java_footer(java_out, label) == java_footer(ours_java, label) == ours[key]
+    assert java_footer(java_out, "ConsumeFromWhere") == java_footer(ours_java, "ConsumeFromWhere")
 
 
 def test_consumer_progress_all_groups(world: World, before: Snapshot) -> None:
