@@ -39,6 +39,8 @@ class PlanRow:
     new_offset: int
     #: local offsets: the client whose file the row is in
     client: str | None = None
+    #: after an apply: what is true now (applied / unchanged / unknown ...), from a read-back
+    outcome: str | None = None
 
     @property
     def mq_key(self) -> tuple[str, int]:
@@ -80,6 +82,29 @@ class ResetResult:
     local_files: list[OffsetsFile] | None = None
     #: the --local-store PATH, for the undo hint
     local_path: str | None = None
+    #: the address the apply used (the undo line names it, so it works when pasted)
+    address: str | None = None
+    #: epoch ms when the apply finished (the broker's flush window starts there)
+    applied_at: int | None = None
+    #: the read-back after the apply: queues at their planned offsets, and how many were planned
+    verified: int | None = None
+    planned: int | None = None
+    #: a note on durability (real brokers persist consumer offsets on their own schedule)
+    durability: str | None = None
+
+    @property
+    def undo(self) -> str | None:
+        """The restore command, ready to paste."""
+        if not self.backup:
+            return None
+        import shlex
+
+        cmd = f"mqadmin restoreOffset --from {shlex.quote(self.backup)}"
+        if self.local_path is not None:
+            cmd += f" --local-store {shlex.quote(self.local_path)}"
+        elif self.address:
+            cmd += f" -n {shlex.quote(self.address)}"
+        return cmd
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -99,10 +124,18 @@ class ResetResult:
                     "delta": q.delta,
                     "min_offset": q.min_offset,
                     "max_offset": q.max_offset,
+                    **({"outcome": q.outcome} if q.outcome is not None else {}),
                 }
                 for q in self.queues
             ],
         }
+        if self.applied_at is not None:
+            doc.update(time_fields("applied_at", self.applied_at, self.tz))
+            doc["verified"] = self.verified
+            doc["planned"] = self.planned
+            doc["durability"] = self.durability
+        if self.backup:
+            doc["undo"] = self.undo
         if self.local_files is not None:
             doc["local_store"] = [f.to_json() for f in self.local_files]
         if self.restored_from:
@@ -113,9 +146,11 @@ class ResetResult:
 
     def table(self) -> Table:
         local = self.local_files is not None
+        outcomes = any(q.outcome is not None for q in self.queues)
         rows: list[list[Any]] = [
             ([q.client] if local else [])
             + [q.broker, q.queue_id, q.min_offset, q.max_offset, q.old_offset, q.new_offset, q.describe()]
+            + ([q.outcome or "-"] if outcomes else [])
             for q in self.queues
         ]
         redeliver = sum(-q.delta for q in self.queues if q.delta < 0)
@@ -127,21 +162,51 @@ class ResetResult:
             footer.append(f"Time: {format_time(self.timestamp, self.tz)} ({self.timestamp})")
         if self.dry_run:
             footer.append("Dry run: nothing was changed.")
+            if self.timestamp is not None and self.local_files is None:
+                # "-30m" means another time a minute later: the epoch applies exactly this plan
+                footer.append(f"To apply exactly this plan, pass -s {self.timestamp}")
         for broker, how in sorted(self.method.items()):
             footer.append(f"{broker}: {how}")
+        if self.verified is not None and self.planned is not None:
+            if self.verified == self.planned:
+                footer.append(f"Verified: {self.verified} queues read back at their planned offsets")
+            else:
+                wrong = [f"{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if _not_applied(q)]
+                footer.append(
+                    f"Verified: {self.verified} of {self.planned} queues read back at their planned offsets; "
+                    f"not: {'; '.join(wrong)}"
+                )
+        if self.applied_at is not None:
+            from mqadmin.timeparse import format_time
+
+            footer.append(f"Applied at: {format_time(self.applied_at, self.tz)} ({self.applied_at})")
+        if self.durability:
+            footer.append(self.durability)
         if self.backup:
-            undo = f"mqadmin restoreOffset --from {self.backup}"
-            if self.local_path is not None:
-                undo += f" --local-store {self.local_path}"
-            footer.append(f"Backup: {self.backup}  (undo: {undo})")
+            footer.append(f"Backup: {self.backup}")
+            footer.append(f"Undo: {self.undo}")
         for e in self.errors:
-            footer.append(f"FAILED {e['broker']}: {e['message']}")
+            where = f"{e['broker']} ({e['address']})" if e.get("address") else e["broker"]
+            footer.append(f"FAILED {where}: {e['message']}")
         verb = "Restore" if self.restored_from else "Reset"
         title = f"{verb} plan for group {self.group} on topic {self.topic}"
         if local:
             title += " (local offsets files)"
         columns = (["Client"] if local else []) + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
+        if outcomes:
+            columns.append("Result")
         return Table(columns, rows, title, footer)
+
+
+#: PlanRow.outcome values
+APPLIED = "applied"
+UNCHANGED = "unchanged"
+UNKNOWN = "unknown (broker unreachable)"
+ACKED = "acknowledged (not read back: broker unreachable)"
+
+
+def _not_applied(q: PlanRow) -> bool:
+    return q.outcome is not None and q.outcome != APPLIED
 
 
 def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[MessageQueue, int]) -> list[PlanRow]:
@@ -182,11 +247,13 @@ def execute_plan(
     if ctx.env.stdin_tty and not ctx.assume_yes:
         show_plan(ctx.env, result)
         if not ctx.confirm(f"Apply to {len(changed)} queue(s) of group {result.group}?"):
-            raise errors.UsageError("cancelled; nothing was changed")
+            raise errors.Cancelled()
     admin = ctx.admin(write=True)
+    infos = {b.broker_name: b for b in admin.cluster_brokers()}
     path = (
         Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
     )
+    result.address = admin.address
     OffsetBackup(
         group=result.group,
         topic=result.topic,
@@ -194,36 +261,75 @@ def execute_plan(
         taken_at=int(time.time() * 1000),
         reason="restoreOffset" if result.restored_from else "resetOffsetByTime",
         offsets=[{"broker": q.broker, "queue_id": q.queue_id, "offset": q.old_offset} for q in result.queues],
+        clusters=sorted({b.cluster for b in infos.values()}),
+        brokers={name: b.addr for name, b in sorted(infos.items())},
     ).write(path)
     result.backup = str(path)
     ctx.env.note(f"backup of the current offsets: {path}")
 
-    infos = {b.broker_name: b for b in admin.cluster_brokers()}
     by_broker: dict[str, list[PlanRow]] = {}
     for q in changed:
         by_broker.setdefault(q.broker, []).append(q)
     expected: dict[tuple[str, int], int] = {q.mq_key: q.new_offset for q in changed}
     pushed: set[str] = set()
+    acked: set[tuple[str, int]] = set()
 
     def apply(item: tuple[str, list[PlanRow]]) -> None:
         broker, rows = item
         try:
-            how, table = _apply_broker(admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus)
+            how, table = _apply_broker(
+                admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus, acked
+            )
             result.method[broker] = how
             if table is not None:
                 pushed.add(broker)
                 for mq, off in table.items():
                     if (broker, mq.queue_id) in expected:
                         expected[(broker, mq.queue_id)] = off
+                        acked.add((broker, mq.queue_id))
         except errors.MqadminError as exc:
-            result.errors.append({"broker": broker, "message": str(exc), "code": getattr(exc, "code", None)})
+            result.errors.append(_error(broker, infos, str(exc), getattr(exc, "code", None)))
 
     fan_out(apply, sorted(by_broker.items()))
-    _verify(ctx, admin, result, expected, pushed)
+    result.applied_at = int(time.time() * 1000)
+    if not admin.address.startswith("mock"):
+        result.durability = (
+            "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
+            "(5 s by default) after the apply; a broker crash before then loses this change"
+        )
+    _verify(ctx, admin, result, expected, pushed, acked, infos)
     if result.errors:
-        failed = ", ".join(sorted({e["broker"] for e in result.errors}))
-        result.failure = f"not applied on {failed}; restore with: mqadmin restoreOffset --from {result.backup}"
+        result.failure = _failure_line(result, infos)
     return result
+
+
+def _error(broker: str, infos: dict[str, BrokerInfo], message: str, code: int | None) -> dict[str, Any]:
+    info = infos.get(broker)
+    return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
+
+
+def _where(broker: str, infos: dict[str, BrokerInfo]) -> str:
+    """A broker's name with its address: operators know brokers by name, networks by address."""
+    info = infos.get(broker)
+    return f"{broker} ({info.addr})" if info is not None and info.addr else broker
+
+
+def _failure_line(result: ResetResult, infos: dict[str, BrokerInfo]) -> str:
+    """One line saying, per broker, what is true now, and how to undo."""
+    counts: dict[str, dict[str, int]] = {}
+    for q in result.queues:
+        if q.outcome is not None:
+            word = q.outcome.split(" ", 1)[0]
+            per = counts.setdefault(q.broker, {})
+            per[word] = per.get(word, 0) + 1
+    applied = sum(1 for q in result.queues if q.outcome in (APPLIED, ACKED))
+    parts = [
+        f"{_where(b, infos)}: " + ", ".join(f"{n} {w}" for w, n in sorted(per.items()))
+        for b, per in sorted(counts.items())
+        if set(per) != {"applied"}
+    ]
+    head = "partly applied" if applied else "not applied"
+    return f"{head} ({'; '.join(parts)}); restore with: {result.undo}"
 
 
 def _apply_broker(
@@ -236,8 +342,11 @@ def _apply_broker(
     force: bool,
     explicit: bool,
     cplus: bool | None = None,
+    acked: set[tuple[str, int]] | None = None,
 ) -> tuple[str, dict[MessageQueue, int] | None]:
+    """Apply one broker's rows; ``acked`` collects every queue whose write the broker acknowledged."""
     topic, group = result.topic, result.group
+    done = acked if acked is not None else set()
     if info is not None and info.server_side_reset:
         for q in rows:
             admin.reset_offset_by_time(
@@ -249,6 +358,7 @@ def _apply_broker(
                 queue_id=q.queue_id,
                 offset=q.new_offset,
             )
+            done.add(q.mq_key)
         return f"broker-side reset (server-side, broker {info.version})", None
     if not explicit and reset_ts is not None:
         try:
@@ -267,6 +377,7 @@ def _apply_broker(
         how = "direct offset update"
     for q in rows:
         admin.update_consumer_offset(group, MessageQueue(topic, broker, q.queue_id), q.new_offset)
+        done.add(q.mq_key)
     return how, None
 
 
@@ -280,30 +391,52 @@ def _cpp_consumer_online(admin: Admin, group: str) -> bool:
 
 
 def _verify(
-    ctx: Context, admin: Admin, result: ResetResult, expected: dict[tuple[str, int], int], pushed: set[str]
+    ctx: Context,
+    admin: Admin,
+    result: ResetResult,
+    expected: dict[tuple[str, int], int],
+    pushed: set[str],
+    acked: set[tuple[str, int]],
+    infos: dict[str, BrokerInfo],
 ) -> None:
-    failed_brokers = {e["broker"] for e in result.errors}
-    todo = {k: v for k, v in expected.items() if k[0] not in failed_brokers}
+    """Read back every planned queue, on every broker (a failed apply may still have moved some),
+    and record per queue what is true now. Pushed resets get time for the clients to commit."""
+    old = {q.mq_key: q.old_offset for q in result.queues}
+
+    def read(k: tuple[str, int]) -> int | None:
+        try:
+            return admin.consumer_offset(result.group, MessageQueue(result.topic, k[0], k[1]))
+        except errors.MqadminError:
+            return None  # unreachable, or it answered with an error: we cannot know
+
     deadline = time.monotonic() + (PUSH_VERIFY_TIMEOUT_S if pushed else 0)
+    keys = list(expected)
     while True:
-        actual = dict(
-            zip(
-                todo,
-                fan_out(lambda k: admin.consumer_offset(result.group, MessageQueue(result.topic, k[0], k[1])), todo),
-                strict=True,
-            )
-        )
-        wrong = {k: v for k, v in actual.items() if v != todo[k]}
-        if not wrong or time.monotonic() >= deadline:
+        actual = dict(zip(keys, fan_out(read, keys), strict=True))
+        waiting = [k for k, v in actual.items() if k[0] in pushed and v != expected[k]]
+        if not waiting or time.monotonic() >= deadline:
             break
         time.sleep(0.5)
-    for (broker, qid), got in sorted(wrong.items()):
-        result.errors.append(
-            {"broker": broker, "message": f"queue {qid}: read back {got}, expected {todo[(broker, qid)]}", "code": None}
-        )
+    failed_brokers = {e["broker"] for e in result.errors}
+    verified = 0
     for q in result.queues:
-        if q.mq_key in expected and q.mq_key not in wrong:
-            q.new_offset = expected[q.mq_key]
+        k = q.mq_key
+        if k not in expected:
+            continue
+        got, want = actual[k], expected[k]
+        if got == want:
+            q.outcome = APPLIED
+            q.new_offset = want
+            verified += 1
+        elif got is None:
+            q.outcome = ACKED if k in acked else UNKNOWN
+        elif got == old.get(k):
+            q.outcome = UNCHANGED
+        else:
+            q.outcome = f"at {got} (planned {want})"
+        if q.outcome != APPLIED and q.broker not in failed_brokers:
+            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+    result.verified, result.planned = verified, len(expected)
 
 
 def execute_local_plan(
@@ -336,7 +469,7 @@ def execute_local_plan(
         show_plan(ctx.env, result)
         clients = len({q.client for q in changed})
         if not ctx.confirm(f"Rewrite the offsets files of {clients} client(s) of group {result.group}?"):
-            raise errors.UsageError("cancelled; nothing was changed")
+            raise errors.Cancelled()
     by_client: dict[str, list[PlanRow]] = {}
     for q in changed:
         by_client.setdefault(q.client or "", []).append(q)

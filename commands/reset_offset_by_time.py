@@ -39,10 +39,12 @@ if TYPE_CHECKING:
 
 
 def parse_bool(text: str, flag: str) -> bool:
+    """The Java tool reads only "true" as true and anything else as false; so that a typo never
+    means the opposite of what was meant, only true and false are accepted."""
     value = text.strip().lower()
-    if value in ("true", "yes", "1"):
+    if value == "true":
         return True
-    if value in ("false", "no", "0"):
+    if value == "false":
         return False
     raise errors.UsageError(f"{flag} takes true or false, not {text!r}")
 
@@ -132,7 +134,10 @@ class ResetOffsetByTimeCommand(SubCommand):
         for r, new in zip(rows, fan_out(target, rows), strict=True):
             old = new if r.old_offset is None else r.old_offset
             r.new_offset = new if force or new < old else old
-        result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz)
+        # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
+        result = ResetResult(
+            group, topic, ts if offset_opt is None else None, bool(params.get("dry_run")), rows, tz=ctx.tz
+        )
         # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
         reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
         return execute_plan(

@@ -13,5 +13,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     #: a check (e.g. ``consumerProgress --max-lag``) was breached
     CHECK_FAILED = 3
+    #: a confirmation was declined at the prompt: nothing was changed
+    CANCELLED = 4
     #: interrupted by Ctrl-C (shell convention 128 + SIGINT)
     INTERRUPTED = 130
