@@ -56,9 +56,16 @@ class ResetOffsetByTimeCommand(SubCommand):
     Options and meaning follow the Java mqadmin (-g -t -s, -f force, and the 5.x per-queue
     form -b -q -o). mqadmin adds: the plan shown first (--dry-run shows only that), a backup
     of the current offsets before anything moves (restore with restoreOffset), a read-back
-    check after, and a confirmation on a terminal (--yes skips it; scripts are never asked).
-    It uses the broker-side reset when the broker can apply it and falls back to direct offset
-    updates when no consumer is online, saying which per broker.
+    check after, and a confirmation on a terminal (--yes skips it; scripts are never asked;
+    declining exits 4, nothing changed). It uses the broker-side reset when the broker can
+    apply it and falls back to direct offset updates when no consumer is online, saying which
+    per broker. After the apply (and after any failure part-way) every planned queue is read
+    back and reported as applied, unchanged, or unknown when its broker cannot be reached.
+
+    A dry run prints the absolute time; pass it to -s (epoch ms) to apply exactly that plan.
+    Durability: a broker writes consumer offsets to disk every flushConsumerOffsetInterval
+    (5 s by default), so a broker crash within that window after the apply (the result records
+    when it finished) loses the change; the mock server persists them before acknowledging.
     """
 
     name = "resetOffsetByTime"
@@ -69,7 +76,9 @@ class ResetOffsetByTimeCommand(SubCommand):
         Opt(
             "force",
             ("-f", "--force"),
-            "true (default): move offsets either way; false: only move them back, as the Java tool",
+            "true (default): move offsets either way; false: only move them back, on every broker version "
+            "(the Java tool's -f false moves queues forward too on 5.2+ brokers, which ignore the flag); "
+            "only true and false are accepted (the Java tool reads anything but true as false)",
             default="true",
             metavar="true|false",
         ),
