@@ -41,6 +41,10 @@ class PlanRow:
     client: str | None = None
     #: after an apply: what is true now (applied / unchanged / unknown ...), from a read-back
     outcome: str | None = None
+    #: a time search landed on a message stored this many ms before the time (4.x nearest search)
+    lands_before_ms: int | None = None
+    #: --exact moved the queue from the nearest message to the first at or after the time
+    exact_from: int | None = None
 
     @property
     def mq_key(self) -> tuple[str, int]:
@@ -57,12 +61,18 @@ class PlanRow:
 
     def describe(self) -> str:
         if self.old_offset is None:
-            return "sets (had no offset)"
-        if self.delta < 0:
-            return f"re-delivers {-self.delta}"
-        if self.delta > 0:
-            return f"skips {self.delta}"
-        return "unchanged"
+            text = "sets (had no offset)"
+        elif self.delta < 0:
+            text = f"re-delivers {-self.delta}"
+        elif self.delta > 0:
+            text = f"skips {self.delta}"
+        else:
+            text = "unchanged"
+        if self.exact_from is not None:
+            text += f" (--exact: not {self.exact_from})"
+        elif self.lands_before_ms is not None:
+            text += f" (lands {self.lands_before_ms} ms before the time)"
+        return text
 
 
 @dataclass
@@ -125,6 +135,8 @@ class ResetResult:
                     "min_offset": q.min_offset,
                     "max_offset": q.max_offset,
                     **({"outcome": q.outcome} if q.outcome is not None else {}),
+                    **({"lands_before_ms": q.lands_before_ms} if q.lands_before_ms is not None else {}),
+                    **({"exact_from": q.exact_from} if q.exact_from is not None else {}),
                 }
                 for q in self.queues
             ],
@@ -160,6 +172,14 @@ class ResetResult:
             from mqadmin.timeparse import format_time
 
             footer.append(f"Time: {format_time(self.timestamp, self.tz)} ({self.timestamp})")
+        early = [q for q in self.queues if q.lands_before_ms is not None]
+        if early and not any(q.exact_from is not None for q in early):
+            footer.append(
+                f"{len(early)} queue(s) land on a message stored before the time (the broker searches for the "
+                "nearest message, as 4.x does); --exact moves them to the first message at or after it"
+            )
+        elif early:
+            footer.append(f"--exact: {len(early)} queue(s) moved to the first message at or after the time")
         if self.dry_run:
             footer.append("Dry run: nothing was changed.")
             if self.timestamp is not None and self.local_files is None:

@@ -93,6 +93,15 @@ class ResetOffsetByTimeCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        Opt(
+            "exact",
+            ("--exact",),
+            "A 4.x (and 5.0-5.1.0) broker's time search picks the nearest message, which may be stored "
+            "before the time; the plan marks such queues, and --exact moves them to the first message at or "
+            "after the time (written directly, so the group's consumers must be offline; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
         DRY_RUN,
         YES,
         BACKUP,
@@ -140,9 +149,15 @@ class ResetOffsetByTimeCommand(SubCommand):
                 return r.max_offset
             return int(admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts))
 
-        for r, new in zip(rows, fan_out(target, rows), strict=True):
+        targets = fan_out(target, rows)
+        adjusted = False
+        if ts is not None and offset_opt is None and ts < ctx.now:
+            adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")))
+        for r, new in zip(rows, targets, strict=True):
             old = new if r.old_offset is None else r.old_offset
             r.new_offset = new if force or new < old else old
+        if adjusted and not params.get("dry_run"):
+            _require_offline(admin, group)
         # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
         result = ResetResult(
             group, topic, ts if offset_opt is None else None, bool(params.get("dry_run")), rows, tz=ctx.tz
@@ -155,8 +170,65 @@ class ResetOffsetByTimeCommand(SubCommand):
             reset_ts=reset_ts,
             force=force,
             backup_path=params.get("backup"),
-            explicit=offset_opt is not None,
+            explicit=offset_opt is not None or adjusted,
             cplus=True if params.get("cplus") else None,
+        )
+
+
+#: --exact reads forward from the nearest message at most this many messages
+EXACT_SCAN_LIMIT = 256
+
+
+def _check_landing(admin: Admin, topic: str, rows: list[PlanRow], targets: list[int], ts: int, exact: bool) -> bool:
+    """Mark queues whose time search landed on a message stored before ``ts`` (brokers that search
+    for the nearest message: 4.x, 5.0-5.1.0); with ``exact`` move them to the first message at or
+    after ``ts`` (updating ``targets``). Returns whether any target moved."""
+    from mqadmin.admin import version_tuple
+
+    nearest = {b.broker_name for b in admin.cluster_brokers() if not b.version or version_tuple(b.version) < (5, 1, 1)}
+
+    def check(i: int) -> int | None:
+        r, t = rows[i], targets[i]
+        if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
+            return None
+        mq = MessageQueue(topic, r.broker, r.queue_id)
+        offset, seen = t, 0
+        while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
+            got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]
+            if not got:
+                break
+            for m in got:
+                if m.queue_offset == t and m.store_timestamp >= ts:
+                    return None  # lands at or after the time: nothing to say
+                if m.queue_offset == t:
+                    r.lands_before_ms = ts - m.store_timestamp
+                    if not exact:
+                        return None
+                if m.store_timestamp >= ts:
+                    return m.queue_offset
+            seen += len(got)
+            offset = got[-1].queue_offset + 1
+        return r.max_offset if exact and offset >= r.max_offset else None
+
+    moved = False
+    for i, new in enumerate(fan_out(check, list(range(len(rows))))):
+        if new is not None and new != targets[i]:
+            rows[i].exact_from, targets[i] = targets[i], new
+            moved = True
+    return moved
+
+
+def _require_offline(admin: Admin, group: str) -> None:
+    """--exact offsets are written directly: a 4.x broker's pushed reset carries only a time,
+    and online consumers would commit their own offsets over a direct write."""
+    try:
+        online = admin.consumer_connections(group).connections
+    except errors.BrokerError:
+        return
+    if online:
+        raise errors.UsageError(
+            f"--exact writes offsets directly, and group {group} has {len(online)} consumer(s) online that would "
+            "commit over them (a 4.x broker's pushed reset carries only a time): stop them first, or drop --exact"
         )
 
 
