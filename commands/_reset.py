@@ -18,15 +18,33 @@ from mqadmin import errors
 from mqadmin.admin import BrokerInfo, default_home
 from mqadmin.model import MessageQueue
 from mqadmin.output import Env, Table
+from mqadmin.registry import Opt
 from mqadmin.safety import OffsetBackup, default_backup_path
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.context import Context
     from mqadmin.localstore import OffsetsFile
+    from mqadmin.model import ConsumerConnection
 
-#: how long to wait for online clients to commit a pushed reset (they commit every 5 s)
-PUSH_VERIFY_TIMEOUT_S = 12.0
+#: how long to watch for online clients to take a pushed reset (a Java push consumer pauses
+#: 10 s before it applies one, then commits it)
+PUSH_VERIFY_TIMEOUT_S = 15.0
+#: how often the committed offsets are read while watching: a consumer that took a reset and
+#: re-consumed fast shows the planned offset only briefly
+PUSH_POLL_S = 0.05
+#: after an apply with clients online, read back again once their commit interval has passed
+#: (persistConsumerOffsetInterval: 5 s by default), to catch clients that commit their own offsets
+COMMIT_WAIT_S = 6.0
+
+NO_WAIT = Opt(
+    "no_wait",
+    ("--no-wait",),
+    f"With consumers online, do not wait {COMMIT_WAIT_S:.0f} s after the apply to read the offsets back again "
+    "(clients that keep their own offsets commit them every 5 s and may undo the change; mqadmin extension)",
+    kind=bool,
+    default=False,
+)
 
 
 @dataclass
@@ -226,7 +244,11 @@ ACKED = "acknowledged (not read back: broker unreachable)"
 
 
 def _not_applied(q: PlanRow) -> bool:
-    return q.outcome is not None and q.outcome != APPLIED
+    return q.outcome is not None and not _applied(q)
+
+
+def _applied(q: PlanRow) -> bool:
+    return q.outcome is not None and q.outcome.startswith(APPLIED)
 
 
 def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[MessageQueue, int]) -> list[PlanRow]:
@@ -255,15 +277,24 @@ def execute_plan(
     backup_path: str | None,
     explicit: bool,
     cplus: bool | None = None,
+    no_wait: bool = False,
 ) -> ResetResult:
     """Confirm, back up, apply per broker, read back. ``explicit``: offsets are exact targets
     (restore, -o), so no time-based broker reset is used. ``cplus``: ask brokers for the C++
-    reset body (None: when a C++ consumer is online)."""
+    reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
+    after the online clients' commit interval."""
     changed = [q for q in result.queues if q.changes]
     if result.dry_run or not changed:
         if not changed and not result.dry_run:
             ctx.env.note("nothing to change: every queue is already at its target offset")
         return result
+    online = _online(ctx.admin(), result.group)
+    if online is not None and online.consume_type == PULL:
+        ctx.env.warn(
+            f"group {result.group} has pull consumers online ({_ids(online)}): such clients (e.g. "
+            "DefaultLitePullConsumer) keep their offsets themselves, ignore a pushed reset and commit their own "
+            "offsets back, so they usually undo this change; stop them first"
+        )
     if ctx.env.stdin_tty and not ctx.assume_yes:
         show_plan(ctx.env, result)
         if not ctx.confirm(f"Apply to {len(changed)} queue(s) of group {result.group}?"):
@@ -318,6 +349,8 @@ def execute_plan(
             "(5 s by default) after the apply; a broker crash before then loses this change"
         )
     _verify(ctx, admin, result, expected, pushed, acked, infos)
+    if online is not None and not no_wait and result.verified:
+        _recheck(ctx, admin, result, online, infos)
     if result.errors and result.verified == result.planned:
         # A lost reply, a cut after the last write: the read-back shows everything in place.
         for e in result.errors:
@@ -334,6 +367,55 @@ def _error(broker: str, infos: dict[str, BrokerInfo], message: str, code: int | 
     return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
 
 
+PULL = "CONSUME_ACTIVELY"
+
+
+def _online(admin: Admin, group: str) -> ConsumerConnection | None:
+    """The group's online clients, None when nobody is online (or it cannot be asked)."""
+    try:
+        conn = admin.consumer_connections(group)
+    except errors.MqadminError:
+        return None
+    return conn if conn.connections else None
+
+
+def _ids(online: ConsumerConnection) -> str:
+    return ", ".join(sorted(c.client_id for c in online.connections))
+
+
+def _recheck(
+    ctx: Context, admin: Admin, result: ResetResult, online: ConsumerConnection, infos: dict[str, BrokerInfo]
+) -> None:
+    """Read the applied queues again once the clients' commit interval has passed: a client
+    that keeps its own offsets commits them back and undoes the change."""
+    ctx.env.note(
+        f"waiting {COMMIT_WAIT_S:.0f} s for the {len(online.connections)} online client(s) of group "
+        f"{result.group} to commit (their interval is 5 s by default), then reading back again; --no-wait skips this"
+    )
+    time.sleep(COMMIT_WAIT_S)
+    applied = [q for q in result.queues if _applied(q)]
+
+    def read(q: PlanRow) -> int | None:
+        try:
+            return admin.consumer_offset(result.group, MessageQueue(result.topic, q.broker, q.queue_id))
+        except errors.MqadminError:
+            return None
+
+    for q, got in zip(applied, fan_out(read, applied), strict=True):
+        if got is None or got == q.new_offset:
+            continue
+        old = q.old_offset if q.old_offset is not None else q.new_offset
+        if q.new_offset < old:
+            # re-delivering: consumers that took the reset move forward from it, not past where they were
+            undone = got < q.new_offset or (online.consume_type == PULL and got >= old)
+        else:
+            undone = got < q.new_offset
+        if undone:
+            q.outcome = f"undone: at {got} (committed by {_ids(online)})"
+            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+    result.verified = sum(1 for q in result.queues if _applied(q))
+
+
 def _where(broker: str, infos: dict[str, BrokerInfo]) -> str:
     """A broker's name with its address: operators know brokers by name, networks by address."""
     info = infos.get(broker)
@@ -348,7 +430,7 @@ def _failure_line(result: ResetResult, infos: dict[str, BrokerInfo]) -> str:
             word = q.outcome.split(" ", 1)[0]
             per = counts.setdefault(q.broker, {})
             per[word] = per.get(word, 0) + 1
-    applied = sum(1 for q in result.queues if q.outcome in (APPLIED, ACKED))
+    applied = sum(1 for q in result.queues if _applied(q) or q.outcome == ACKED)
     parts = [
         f"{_where(b, infos)}: " + ", ".join(f"{n} {w}" for w, n in sorted(per.items()))
         for b, per in sorted(counts.items())
@@ -435,14 +517,28 @@ def _verify(
         except errors.MqadminError:
             return None  # unreachable, or it answered with an error: we cannot know
 
+    def taken(k: tuple[str, int], v: int | None) -> bool:
+        """A pushed reset is taken when the committed offset went to the target: seen at it, or
+        (re-delivering) between it and where the consumers were, on their way forward again."""
+        want, was = expected[k], old.get(k)
+        if v is None:
+            return False
+        if v == want:
+            return True
+        if was is not None and want < was:
+            return want <= v < was
+        return v >= want
+
     deadline = time.monotonic() + (PUSH_VERIFY_TIMEOUT_S if pushed else 0)
     keys = list(expected)
+    seen: set[tuple[str, int]] = set()
     while True:
         actual = dict(zip(keys, fan_out(read, keys), strict=True))
-        waiting = [k for k, v in actual.items() if k[0] in pushed and v != expected[k]]
+        seen |= {k for k, v in actual.items() if k[0] in pushed and taken(k, v)}
+        waiting = [k for k in keys if k[0] in pushed and k not in seen]
         if not waiting or time.monotonic() >= deadline:
             break
-        time.sleep(0.5)
+        time.sleep(PUSH_POLL_S)
     failed_brokers = {e["broker"] for e in result.errors}
     verified = 0
     for q in result.queues:
@@ -450,6 +546,11 @@ def _verify(
         if k not in expected:
             continue
         got, want = actual[k], expected[k]
+        if k in seen and got != want:
+            q.outcome = f"{APPLIED} (taken by the consumers, now at {got})"
+            q.new_offset = want
+            verified += 1
+            continue
         if got == want:
             q.outcome = APPLIED
             q.new_offset = want
@@ -460,7 +561,7 @@ def _verify(
             q.outcome = UNCHANGED
         else:
             q.outcome = f"at {got} (planned {want})"
-        if q.outcome != APPLIED and q.broker not in failed_brokers:
+        if not _applied(q) and q.broker not in failed_brokers:
             result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
     result.verified, result.planned = verified, len(expected)
 

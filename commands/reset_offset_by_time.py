@@ -26,7 +26,7 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -102,6 +102,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        NO_WAIT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -172,6 +173,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             backup_path=params.get("backup"),
             explicit=offset_opt is not None or adjusted,
             cplus=True if params.get("cplus") else None,
+            no_wait=bool(params.get("no_wait")),
         )
 
 

@@ -16,7 +16,7 @@ from mqadmin.commands._common import (
     route_of,
 )
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
-from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -66,6 +66,7 @@ class RestoreOffsetCommand(SubCommand):
         TOPIC,
         CLAMP,
         OTHER_CLUSTER,
+        NO_WAIT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -143,7 +144,15 @@ class RestoreOffsetCommand(SubCommand):
             restored_from=path,
             tz=ctx.tz,
         )
-        return execute_plan(ctx, result, reset_ts=None, force=True, backup_path=params.get("backup"), explicit=True)
+        return execute_plan(
+            ctx,
+            result,
+            reset_ts=None,
+            force=True,
+            backup_path=params.get("backup"),
+            explicit=True,
+            no_wait=bool(params.get("no_wait")),
+        )
 
 
 def _addresses(address: str) -> set[str]:
