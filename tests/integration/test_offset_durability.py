@@ -34,17 +34,19 @@ def start_mock_broker(store: Path, env: dict[str, str]) -> tuple[subprocess.Pope
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
+    seen = []
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         if not line:
             break
+        seen.append(line)
         m = re.search(r"namesrv (\S+)", line)
         if m:
             threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
             return proc, m.group(1)
     proc.kill()
     proc.wait(timeout=30)
-    raise AssertionError("mockBroker did not start")
+    raise AssertionError(f"mockBroker did not start: {''.join(seen)}")
 
 
 def stored_offsets(store: Path, key: str) -> dict[tuple[str, int], int]:
