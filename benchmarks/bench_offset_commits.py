@@ -4,9 +4,11 @@ Run: .venv/bin/python benchmarks/bench_offset_commits.py [--runs 5] [--clients 8
 
 A MockServer on loopback (in this process); ``--clients`` consumers, each on its own connection,
 send ``--commits`` UPDATE_CONSUMER_OFFSET requests back to back, every one moving its offset (the
-worst case: a commit that moves nothing writes nothing). Measured three ways, interleaved run by
+worst case: a commit that moves nothing writes nothing). Measured four ways, interleaved run by
 run: the server as it is (persist before the ack, concurrent commits share one write), persisting
-each commit alone (no sharing), and not persisting at all (the periodic flush only, as before).
+each commit alone (no sharing), not persisting at all (the periodic flush only, as before), and
+the server as it is with oneway commits, which is how consumers send their periodic commits (no
+acknowledgement, so nothing to persist first: the periodic flush takes them).
 Prints the median commits/s of each and the ratios to "not persisting".
 """
 
@@ -32,6 +34,8 @@ def run_once(root: Path, clients: int, commits: int, mode: str) -> float:
     from mqadmin.mock.seed import fill_topic
     from mqadmin.mock.server import MockServer
     from mqadmin.model import MessageQueue
+    from mqadmin.remoting.codec import RemotingCommand
+    from mqadmin.remoting.codes import RequestCode
 
     cluster = MockCluster.create(root)
     fill_topic(cluster, "T", 80, 1_700_000_000_000, 1_700_000_600_000)
@@ -58,12 +62,18 @@ def run_once(root: Path, clients: int, commits: int, mode: str) -> float:
             for i, a in enumerate(admins):  # connect and warm up outside the clock
                 a.update_consumer_offset("g", MessageQueue("T", "broker-a", i % 4), 0)
             start = threading.Barrier(clients + 1)
+            addr = server.broker_addrs["broker-a"]
 
             def work(i: int) -> None:
                 mq = MessageQueue("T", "broker-a", i % 4)
                 start.wait()
                 for n in range(1, commits + 1):
-                    admins[i].update_consumer_offset("g", mq, n * clients + i)
+                    if mode == "oneway":  # as Java consumers' periodic persistAll sends them
+                        fields = {"consumerGroup": "g", "topic": "T", "queueId": mq.queue_id, "commitOffset": n}
+                        request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+                        admins[i]._client.invoke_oneway(addr, request)  # type: ignore[attr-defined]
+                    else:
+                        admins[i].update_consumer_offset("g", mq, n * clients + i)
 
             threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
             for t in threads:
@@ -72,6 +82,10 @@ def run_once(root: Path, clients: int, commits: int, mode: str) -> float:
             t0 = time.perf_counter()
             for t in threads:
                 t.join()
+            if mode == "oneway":  # no replies: done when the server has taken the last commits
+                broker = cluster.brokers["broker-a"]
+                while any(broker.committed_offset("g", "T", q) != commits for q in range(min(clients, 4))):
+                    time.sleep(0.001)
             elapsed = time.perf_counter() - t0
             for a in admins:
                 a.close()
@@ -87,7 +101,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--commits", type=int, default=200)
     ns = parser.parse_args()
-    modes = ("none", "shared", "alone")
+    modes = ("none", "shared", "alone", "oneway")
     rates: dict[str, list[float]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(ns.runs):
@@ -99,6 +113,7 @@ def main() -> None:
         ("none", "no persist (periodic flush only)"),
         ("shared", "persist before ack, shared writes"),
         ("alone", "persist before ack, one write each"),
+        ("oneway", "oneway commits (as consumers send them)"),
     ):
         med = statistics.median(rates[mode])
         print(f"  {label:38s} {med:9.0f}  ({med / base:.2f}x)")

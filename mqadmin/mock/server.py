@@ -790,7 +790,8 @@ class _BrokerRole(_Role):
         with self.lock:
             remark = self.broker.update_consumer_offset(group, topic, qid, offset)
             version = self.broker.offsets_version
-        self._persist_offsets(version)
+        if not req.is_oneway:  # consumers' periodic commits are oneway: no ack to honour, the flush takes them
+            self._persist_offsets(version)
         return self.reply(req, remark=remark or None, empty_ext=True)
 
     def search_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
