@@ -643,6 +643,14 @@ def execute_local_plan(
             continue
         kept = f"previous content in {f.previous_copy.name}" if f.previous_copy else "previous offsets in the backup"
         result.method[client] = f"rewrote {f.path} ({f.style} form; {kept})"
+        for q in rows:
+            q.outcome = APPLIED
+    for q in changed:
+        if q.outcome is None:
+            q.outcome = "not verified (see the FAILED line)"
+    result.applied_at = int(time.time() * 1000)
+    result.planned = len(changed)
+    result.verified = sum(1 for q in changed if _applied(q))
     if result.errors:
         failed = ", ".join(sorted({e["broker"] for e in result.errors}))
         result.failure = (
