@@ -37,7 +37,7 @@ def real4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]
     with rb.RealCluster("4.9.7", work / "rmq", brokers=1) as cluster:
         c = cluster.cluster_name
         cluster.mqadmin("updateTopic", "-c", c, "-t", TOPIC, "-r", "4", "-w", "4")
-        for group in ("push_group", "pull_group"):
+        for group in ("push_group", "pull_group", "deaf_group"):
             cluster.mqadmin("updateSubGroup", "-c", c, "-g", group)
         admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
         try:
@@ -104,3 +104,28 @@ def test_pull_client_that_commits_its_own_offsets_is_caught_undoing(
     (q,) = doc["queues"]
     assert q["outcome"] == f"undone: at {COUNT // 4} (committed by 10.9.9.9@lite)"
     assert committed(namesrv, "pull_group")[0] == COUNT // 4
+
+
+def test_push_consumer_that_never_takes_the_reset_is_a_failure(
+    real4: tuple[str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other direction: the broker pushed, the consumer never applied it; no false success."""
+    import mqadmin.commands._reset as reset_module
+
+    namesrv, before = real4
+    monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(reset_module, "PUSH_VERIFY_TIMEOUT_S", 4.0)
+    admin = RemotingAdmin(namesrv, timeout=10)
+    try:
+        for mq in admin.topic_route(TOPIC).message_queues():
+            admin.update_consumer_offset("deaf_group", mq, COUNT // 4)
+    finally:
+        admin.close()
+    with ScriptedConsumer(namesrv, "deaf_group", TOPIC, kind="push", apply_delay_s=120) as consumer:
+        args = ["resetOffsetByTime", "-n", namesrv, "-g", "deaf_group", "-t", TOPIC, "-s", str(before), "--yes"]
+        code, doc, err = cli(tmp_path, *args, "--no-wait")
+        assert consumer.resets, "the broker pushed the reset"
+    assert code == 1
+    assert all("pushed to the online consumers" in m for m in doc["method"].values())
+    assert {q["outcome"] for q in doc["queues"]} == {"unchanged"} and doc["verified"] == 0
+    assert set(committed(namesrv, "deaf_group").values()) == {COUNT // 4}
