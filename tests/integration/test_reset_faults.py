@@ -39,7 +39,7 @@ RESET_TS = str(START + 400_000)
 BASELINE = 10
 QUEUES = [(b, q) for b in ("broker-a", "broker-b") for q in range(4)]
 #: the CLI's per-request timeout in these tests: a dropped reply costs this long
-TIMEOUT_S = "1.5"
+TIMEOUT_S = "2.5"
 
 
 @dataclass

@@ -33,7 +33,7 @@ EARLY = str(START - 1000)
 
 @pytest.fixture(autouse=True)
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reset_module, "PUSH_VERIFY_TIMEOUT_S", 4.0)
+    monkeypatch.setattr(reset_module, "PUSH_VERIFY_TIMEOUT_S", 6.0)
     monkeypatch.setattr(reset_module, "COMMIT_WAIT_S", 1.5)
 
 
@@ -76,8 +76,8 @@ def reset(server: MockServer, group: str, *extra: str) -> tuple[int, Any, str]:
 
 def test_push_consumer_that_took_the_reset_and_moved_on_is_a_success(server4: MockServer) -> None:
     group_at_end(server4, "took")
-    delays = {"broker-a": 0.3, "broker-b": 1.5}  # broker-a's queues move on while we wait for broker-b's
-    with ScriptedConsumer(server4.namesrv_addr, "took", TOPIC, kind="push", apply_delay_s=delays, hold_s=0.3) as c:
+    delays = {"broker-a": 0.3, "broker-b": 2.5}  # broker-a's queues move on while we wait for broker-b's
+    with ScriptedConsumer(server4.namesrv_addr, "took", TOPIC, kind="push", apply_delay_s=delays, hold_s=1.0) as c:
         code, doc, err = reset(server4, "took", "--no-wait")
         assert c.resets, "the broker pushed the reset to the consumer"
     assert code == 0, err
