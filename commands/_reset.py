@@ -532,13 +532,17 @@ def _verify(
     deadline = time.monotonic() + (PUSH_VERIFY_TIMEOUT_S if pushed else 0)
     keys = list(expected)
     seen: set[tuple[str, int]] = set()
-    while True:
-        actual = dict(zip(keys, fan_out(read, keys), strict=True))
-        seen |= {k for k, v in actual.items() if k[0] in pushed and taken(k, v)}
-        waiting = [k for k in keys if k[0] in pushed and k not in seen]
-        if not waiting or time.monotonic() >= deadline:
-            break
-        time.sleep(PUSH_POLL_S)
+    actual = dict(zip(keys, fan_out(read, keys), strict=True))
+    seen |= {k for k, v in actual.items() if k[0] in pushed and taken(k, v)}
+    waiting = [k for k in keys if k[0] in pushed and k not in seen]
+    if waiting:
+        while waiting and time.monotonic() < deadline:  # watch only the queues not seen taken yet
+            time.sleep(PUSH_POLL_S)
+            for k, v in zip(waiting, fan_out(read, waiting), strict=True):
+                if taken(k, v):
+                    seen.add(k)
+            waiting = [k for k in waiting if k not in seen]
+        actual = dict(zip(keys, fan_out(read, keys), strict=True))  # where everything is now
     failed_brokers = {e["broker"] for e in result.errors}
     verified = 0
     for q in result.queues:
