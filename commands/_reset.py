@@ -18,15 +18,33 @@ from mqadmin import errors
 from mqadmin.admin import BrokerInfo, default_home
 from mqadmin.model import MessageQueue
 from mqadmin.output import Env, Table
+from mqadmin.registry import Opt
 from mqadmin.safety import OffsetBackup, default_backup_path
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.context import Context
     from mqadmin.localstore import OffsetsFile
+    from mqadmin.model import ConsumerConnection
 
-#: how long to wait for online clients to commit a pushed reset (they commit every 5 s)
-PUSH_VERIFY_TIMEOUT_S = 12.0
+#: how long to watch for online clients to take a pushed reset (a Java push consumer pauses
+#: 10 s before it applies one, then commits it)
+PUSH_VERIFY_TIMEOUT_S = 15.0
+#: how often the committed offsets are read while watching: a consumer that took a reset and
+#: re-consumed fast shows the planned offset only briefly
+PUSH_POLL_S = 0.05
+#: after an apply with clients online, read back again once their commit interval has passed
+#: (persistConsumerOffsetInterval: 5 s by default), to catch clients that commit their own offsets
+COMMIT_WAIT_S = 6.0
+
+NO_WAIT = Opt(
+    "no_wait",
+    ("--no-wait",),
+    f"With consumers online, do not wait {COMMIT_WAIT_S:.0f} s after the apply to read the offsets back again "
+    "(clients that keep their own offsets commit them every 5 s and may undo the change; mqadmin extension)",
+    kind=bool,
+    default=False,
+)
 
 
 @dataclass
@@ -39,6 +57,12 @@ class PlanRow:
     new_offset: int
     #: local offsets: the client whose file the row is in
     client: str | None = None
+    #: after an apply: what is true now (applied / unchanged / unknown ...), from a read-back
+    outcome: str | None = None
+    #: a time search landed on a message stored this many ms before the time (4.x nearest search)
+    lands_before_ms: int | None = None
+    #: --exact moved the queue from the nearest message to the first at or after the time
+    exact_from: int | None = None
 
     @property
     def mq_key(self) -> tuple[str, int]:
@@ -55,12 +79,18 @@ class PlanRow:
 
     def describe(self) -> str:
         if self.old_offset is None:
-            return "sets (had no offset)"
-        if self.delta < 0:
-            return f"re-delivers {-self.delta}"
-        if self.delta > 0:
-            return f"skips {self.delta}"
-        return "unchanged"
+            text = "sets (had no offset)"
+        elif self.delta < 0:
+            text = f"re-delivers {-self.delta}"
+        elif self.delta > 0:
+            text = f"skips {self.delta}"
+        else:
+            text = "unchanged"
+        if self.exact_from is not None:
+            text += f" (--exact: not {self.exact_from})"
+        elif self.lands_before_ms is not None:
+            text += f" (lands {self.lands_before_ms} ms before the time)"
+        return text
 
 
 @dataclass
@@ -80,6 +110,29 @@ class ResetResult:
     local_files: list[OffsetsFile] | None = None
     #: the --local-store PATH, for the undo hint
     local_path: str | None = None
+    #: the address the apply used (the undo line names it, so it works when pasted)
+    address: str | None = None
+    #: epoch ms when the apply finished (the broker's flush window starts there)
+    applied_at: int | None = None
+    #: the read-back after the apply: queues at their planned offsets, and how many were planned
+    verified: int | None = None
+    planned: int | None = None
+    #: a note on durability (real brokers persist consumer offsets on their own schedule)
+    durability: str | None = None
+
+    @property
+    def undo(self) -> str | None:
+        """The restore command, ready to paste."""
+        if not self.backup:
+            return None
+        import shlex
+
+        cmd = f"mqadmin restoreOffset --from {shlex.quote(self.backup)}"
+        if self.local_path is not None:
+            cmd += f" --local-store {shlex.quote(self.local_path)}"
+        elif self.address:
+            cmd += f" -n {shlex.quote(self.address)}"
+        return cmd
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -99,10 +152,20 @@ class ResetResult:
                     "delta": q.delta,
                     "min_offset": q.min_offset,
                     "max_offset": q.max_offset,
+                    **({"outcome": q.outcome} if q.outcome is not None else {}),
+                    **({"lands_before_ms": q.lands_before_ms} if q.lands_before_ms is not None else {}),
+                    **({"exact_from": q.exact_from} if q.exact_from is not None else {}),
                 }
                 for q in self.queues
             ],
         }
+        if self.applied_at is not None:
+            doc.update(time_fields("applied_at", self.applied_at, self.tz))
+            doc["verified"] = self.verified
+            doc["planned"] = self.planned
+            doc["durability"] = self.durability
+        if self.backup:
+            doc["undo"] = self.undo
         if self.local_files is not None:
             doc["local_store"] = [f.to_json() for f in self.local_files]
         if self.restored_from:
@@ -113,9 +176,11 @@ class ResetResult:
 
     def table(self) -> Table:
         local = self.local_files is not None
+        outcomes = any(q.outcome is not None for q in self.queues)
         rows: list[list[Any]] = [
             ([q.client] if local else [])
             + [q.broker, q.queue_id, q.min_offset, q.max_offset, q.old_offset, q.new_offset, q.describe()]
+            + ([q.outcome or "-"] if outcomes else [])
             for q in self.queues
         ]
         redeliver = sum(-q.delta for q in self.queues if q.delta < 0)
@@ -125,23 +190,65 @@ class ResetResult:
             from mqadmin.timeparse import format_time
 
             footer.append(f"Time: {format_time(self.timestamp, self.tz)} ({self.timestamp})")
+        early = [q for q in self.queues if q.lands_before_ms is not None]
+        if early and not any(q.exact_from is not None for q in early):
+            footer.append(
+                f"{len(early)} queue(s) land on a message stored before the time (the broker searches for the "
+                "nearest message, as 4.x does); --exact moves them to the first message at or after it"
+            )
+        elif early:
+            footer.append(f"--exact: {len(early)} queue(s) moved to the first message at or after the time")
         if self.dry_run:
             footer.append("Dry run: nothing was changed.")
+            if self.timestamp is not None and self.local_files is None:
+                # "-30m" means another time a minute later: the epoch applies exactly this plan
+                footer.append(f"To apply exactly this plan, pass -s {self.timestamp}")
         for broker, how in sorted(self.method.items()):
             footer.append(f"{broker}: {how}")
+        if self.verified is not None and self.planned is not None:
+            if self.verified == self.planned:
+                footer.append(f"Verified: {self.verified} queues read back at their planned offsets")
+            else:
+                wrong = [f"{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if _not_applied(q)]
+                footer.append(
+                    f"Verified: {self.verified} of {self.planned} queues read back at their planned offsets; "
+                    f"not: {'; '.join(wrong)}"
+                )
+        if self.applied_at is not None:
+            from mqadmin.timeparse import format_time
+
+            footer.append(f"Applied at: {format_time(self.applied_at, self.tz)} ({self.applied_at})")
+        if self.durability:
+            footer.append(self.durability)
         if self.backup:
-            undo = f"mqadmin restoreOffset --from {self.backup}"
-            if self.local_path is not None:
-                undo += f" --local-store {self.local_path}"
-            footer.append(f"Backup: {self.backup}  (undo: {undo})")
+            footer.append(f"Backup: {self.backup}")
+            footer.append(f"Undo: {self.undo}")
         for e in self.errors:
-            footer.append(f"FAILED {e['broker']}: {e['message']}")
+            where = f"{e['broker']} ({e['address']})" if e.get("address") else e["broker"]
+            footer.append(f"FAILED {where}: {e['message']}")
         verb = "Restore" if self.restored_from else "Reset"
         title = f"{verb} plan for group {self.group} on topic {self.topic}"
         if local:
             title += " (local offsets files)"
         columns = (["Client"] if local else []) + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
+        if outcomes:
+            columns.append("Result")
         return Table(columns, rows, title, footer)
+
+
+#: PlanRow.outcome values
+APPLIED = "applied"
+UNCHANGED = "unchanged"
+UNKNOWN = "unknown (broker unreachable)"
+ACKED = "acknowledged (not read back: broker unreachable)"
+
+
+def _not_applied(q: PlanRow) -> bool:
+    return q.outcome is not None and not _applied(q)
+
+
+def _applied(q: PlanRow) -> bool:
+    return q.outcome is not None and q.outcome.startswith(APPLIED)
 
 
 def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[MessageQueue, int]) -> list[PlanRow]:
@@ -170,23 +277,34 @@ def execute_plan(
     backup_path: str | None,
     explicit: bool,
     cplus: bool | None = None,
+    no_wait: bool = False,
 ) -> ResetResult:
     """Confirm, back up, apply per broker, read back. ``explicit``: offsets are exact targets
     (restore, -o), so no time-based broker reset is used. ``cplus``: ask brokers for the C++
-    reset body (None: when a C++ consumer is online)."""
+    reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
+    after the online clients' commit interval."""
     changed = [q for q in result.queues if q.changes]
     if result.dry_run or not changed:
         if not changed and not result.dry_run:
             ctx.env.note("nothing to change: every queue is already at its target offset")
         return result
+    online = _online(ctx.admin(), result.group)
+    if online is not None and online.consume_type == PULL:
+        ctx.env.warn(
+            f"group {result.group} has pull consumers online ({_ids(online)}): such clients (e.g. "
+            "DefaultLitePullConsumer) keep their offsets themselves, ignore a pushed reset and commit their own "
+            "offsets back, so they usually undo this change; stop them first"
+        )
     if ctx.env.stdin_tty and not ctx.assume_yes:
         show_plan(ctx.env, result)
         if not ctx.confirm(f"Apply to {len(changed)} queue(s) of group {result.group}?"):
-            raise errors.UsageError("cancelled; nothing was changed")
+            raise errors.Cancelled()
     admin = ctx.admin(write=True)
+    infos = {b.broker_name: b for b in admin.cluster_brokers()}
     path = (
         Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
     )
+    result.address = admin.address
     OffsetBackup(
         group=result.group,
         topic=result.topic,
@@ -194,36 +312,132 @@ def execute_plan(
         taken_at=int(time.time() * 1000),
         reason="restoreOffset" if result.restored_from else "resetOffsetByTime",
         offsets=[{"broker": q.broker, "queue_id": q.queue_id, "offset": q.old_offset} for q in result.queues],
+        clusters=sorted({b.cluster for b in infos.values()}),
+        brokers={name: b.addr for name, b in sorted(infos.items())},
     ).write(path)
     result.backup = str(path)
     ctx.env.note(f"backup of the current offsets: {path}")
 
-    infos = {b.broker_name: b for b in admin.cluster_brokers()}
     by_broker: dict[str, list[PlanRow]] = {}
     for q in changed:
         by_broker.setdefault(q.broker, []).append(q)
     expected: dict[tuple[str, int], int] = {q.mq_key: q.new_offset for q in changed}
     pushed: set[str] = set()
+    acked: set[tuple[str, int]] = set()
 
     def apply(item: tuple[str, list[PlanRow]]) -> None:
         broker, rows = item
         try:
-            how, table = _apply_broker(admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus)
+            how, table = _apply_broker(
+                admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus, acked
+            )
             result.method[broker] = how
             if table is not None:
                 pushed.add(broker)
                 for mq, off in table.items():
                     if (broker, mq.queue_id) in expected:
                         expected[(broker, mq.queue_id)] = off
+                        acked.add((broker, mq.queue_id))
         except errors.MqadminError as exc:
-            result.errors.append({"broker": broker, "message": str(exc), "code": getattr(exc, "code", None)})
+            result.errors.append(_error(broker, infos, str(exc), getattr(exc, "code", None)))
 
     fan_out(apply, sorted(by_broker.items()))
-    _verify(ctx, admin, result, expected, pushed)
+    result.applied_at = int(time.time() * 1000)
+    if not admin.address.startswith("mock"):
+        result.durability = (
+            "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
+            "(5 s by default) after the apply; a broker crash before then loses this change"
+        )
+    _verify(ctx, admin, result, expected, pushed, acked, infos)
+    if online is not None and not no_wait and result.verified:
+        _recheck(ctx, admin, result, online, infos)
+    if result.errors and result.verified == result.planned:
+        # A lost reply, a cut after the last write: the read-back shows everything in place.
+        for e in result.errors:
+            ctx.env.warn(f"{_where(e['broker'], infos)}: {e['message']}; the read-back shows its queues applied")
+            result.method.setdefault(e["broker"], "applied (the broker's reply was lost; verified by read-back)")
+        result.errors = []
     if result.errors:
-        failed = ", ".join(sorted({e["broker"] for e in result.errors}))
-        result.failure = f"not applied on {failed}; restore with: mqadmin restoreOffset --from {result.backup}"
+        result.failure = _failure_line(result, infos)
     return result
+
+
+def _error(broker: str, infos: dict[str, BrokerInfo], message: str, code: int | None) -> dict[str, Any]:
+    info = infos.get(broker)
+    return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
+
+
+PULL = "CONSUME_ACTIVELY"
+
+
+def _online(admin: Admin, group: str) -> ConsumerConnection | None:
+    """The group's online clients, None when nobody is online (or it cannot be asked)."""
+    try:
+        conn = admin.consumer_connections(group)
+    except errors.MqadminError:
+        return None
+    return conn if conn.connections else None
+
+
+def _ids(online: ConsumerConnection) -> str:
+    return ", ".join(sorted(c.client_id for c in online.connections))
+
+
+def _recheck(
+    ctx: Context, admin: Admin, result: ResetResult, online: ConsumerConnection, infos: dict[str, BrokerInfo]
+) -> None:
+    """Read the applied queues again once the clients' commit interval has passed: a client
+    that keeps its own offsets commits them back and undoes the change."""
+    ctx.env.note(
+        f"waiting {COMMIT_WAIT_S:.0f} s for the {len(online.connections)} online client(s) of group "
+        f"{result.group} to commit (their interval is 5 s by default), then reading back again; --no-wait skips this"
+    )
+    time.sleep(COMMIT_WAIT_S)
+    applied = [q for q in result.queues if _applied(q)]
+
+    def read(q: PlanRow) -> int | None:
+        try:
+            return admin.consumer_offset(result.group, MessageQueue(result.topic, q.broker, q.queue_id))
+        except errors.MqadminError:
+            return None
+
+    for q, got in zip(applied, fan_out(read, applied), strict=True):
+        if got is None or got == q.new_offset:
+            continue
+        old = q.old_offset if q.old_offset is not None else q.new_offset
+        if q.new_offset < old:
+            # re-delivering: consumers that took the reset move forward from it, not past where they were
+            undone = got < q.new_offset or (online.consume_type == PULL and got >= old)
+        else:
+            undone = got < q.new_offset
+        if undone:
+            q.outcome = f"undone: at {got} (committed by {_ids(online)})"
+            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+    result.verified = sum(1 for q in result.queues if _applied(q))
+
+
+def _where(broker: str, infos: dict[str, BrokerInfo]) -> str:
+    """A broker's name with its address: operators know brokers by name, networks by address."""
+    info = infos.get(broker)
+    return f"{broker} ({info.addr})" if info is not None and info.addr else broker
+
+
+def _failure_line(result: ResetResult, infos: dict[str, BrokerInfo]) -> str:
+    """One line saying, per broker, what is true now, and how to undo."""
+    counts: dict[str, dict[str, int]] = {}
+    for q in result.queues:
+        if q.outcome is not None:
+            word = q.outcome.split(" ", 1)[0]
+            per = counts.setdefault(q.broker, {})
+            per[word] = per.get(word, 0) + 1
+    applied = sum(1 for q in result.queues if _applied(q) or q.outcome == ACKED)
+    parts = [
+        f"{_where(b, infos)}: " + ", ".join(f"{n} {w}" for w, n in sorted(per.items()))
+        for b, per in sorted(counts.items())
+        if set(per) != {"applied"}
+    ]
+    head = "partly applied" if applied else "not applied"
+    return f"{head} ({'; '.join(parts)}); restore with: {result.undo}"
 
 
 def _apply_broker(
@@ -236,8 +450,11 @@ def _apply_broker(
     force: bool,
     explicit: bool,
     cplus: bool | None = None,
+    acked: set[tuple[str, int]] | None = None,
 ) -> tuple[str, dict[MessageQueue, int] | None]:
+    """Apply one broker's rows; ``acked`` collects every queue whose write the broker acknowledged."""
     topic, group = result.topic, result.group
+    done = acked if acked is not None else set()
     if info is not None and info.server_side_reset:
         for q in rows:
             admin.reset_offset_by_time(
@@ -249,6 +466,7 @@ def _apply_broker(
                 queue_id=q.queue_id,
                 offset=q.new_offset,
             )
+            done.add(q.mq_key)
         return f"broker-side reset (server-side, broker {info.version})", None
     if not explicit and reset_ts is not None:
         try:
@@ -267,6 +485,7 @@ def _apply_broker(
         how = "direct offset update"
     for q in rows:
         admin.update_consumer_offset(group, MessageQueue(topic, broker, q.queue_id), q.new_offset)
+        done.add(q.mq_key)
     return how, None
 
 
@@ -280,30 +499,75 @@ def _cpp_consumer_online(admin: Admin, group: str) -> bool:
 
 
 def _verify(
-    ctx: Context, admin: Admin, result: ResetResult, expected: dict[tuple[str, int], int], pushed: set[str]
+    ctx: Context,
+    admin: Admin,
+    result: ResetResult,
+    expected: dict[tuple[str, int], int],
+    pushed: set[str],
+    acked: set[tuple[str, int]],
+    infos: dict[str, BrokerInfo],
 ) -> None:
-    failed_brokers = {e["broker"] for e in result.errors}
-    todo = {k: v for k, v in expected.items() if k[0] not in failed_brokers}
+    """Read back every planned queue, on every broker (a failed apply may still have moved some),
+    and record per queue what is true now. Pushed resets get time for the clients to commit."""
+    old = {q.mq_key: q.old_offset for q in result.queues}
+
+    def read(k: tuple[str, int]) -> int | None:
+        try:
+            return admin.consumer_offset(result.group, MessageQueue(result.topic, k[0], k[1]))
+        except errors.MqadminError:
+            return None  # unreachable, or it answered with an error: we cannot know
+
+    def taken(k: tuple[str, int], v: int | None) -> bool:
+        """A pushed reset is taken when the committed offset went to the target: seen at it, or
+        (re-delivering) between it and where the consumers were, on their way forward again."""
+        want, was = expected[k], old.get(k)
+        if v is None:
+            return False
+        if v == want:
+            return True
+        if was is not None and want < was:
+            return want <= v < was
+        return v >= want
+
     deadline = time.monotonic() + (PUSH_VERIFY_TIMEOUT_S if pushed else 0)
-    while True:
-        actual = dict(
-            zip(
-                todo,
-                fan_out(lambda k: admin.consumer_offset(result.group, MessageQueue(result.topic, k[0], k[1])), todo),
-                strict=True,
-            )
-        )
-        wrong = {k: v for k, v in actual.items() if v != todo[k]}
-        if not wrong or time.monotonic() >= deadline:
-            break
-        time.sleep(0.5)
-    for (broker, qid), got in sorted(wrong.items()):
-        result.errors.append(
-            {"broker": broker, "message": f"queue {qid}: read back {got}, expected {todo[(broker, qid)]}", "code": None}
-        )
+    keys = list(expected)
+    seen: set[tuple[str, int]] = set()
+    actual = dict(zip(keys, fan_out(read, keys), strict=True))
+    seen |= {k for k, v in actual.items() if k[0] in pushed and taken(k, v)}
+    waiting = [k for k in keys if k[0] in pushed and k not in seen]
+    if waiting:
+        while waiting and time.monotonic() < deadline:  # watch only the queues not seen taken yet
+            time.sleep(PUSH_POLL_S)
+            for k, v in zip(waiting, fan_out(read, waiting), strict=True):
+                if taken(k, v):
+                    seen.add(k)
+            waiting = [k for k in waiting if k not in seen]
+        actual = dict(zip(keys, fan_out(read, keys), strict=True))  # where everything is now
+    failed_brokers = {e["broker"] for e in result.errors}
+    verified = 0
     for q in result.queues:
-        if q.mq_key in expected and q.mq_key not in wrong:
-            q.new_offset = expected[q.mq_key]
+        k = q.mq_key
+        if k not in expected:
+            continue
+        got, want = actual[k], expected[k]
+        if k in seen and got != want:
+            q.outcome = f"{APPLIED} (taken by the consumers, now at {got})"
+            q.new_offset = want
+            verified += 1
+            continue
+        if got == want:
+            q.outcome = APPLIED
+            q.new_offset = want
+            verified += 1
+        elif got is None:
+            q.outcome = ACKED if k in acked else UNKNOWN
+        elif got == old.get(k):
+            q.outcome = UNCHANGED
+        else:
+            q.outcome = f"at {got} (planned {want})"
+        if not _applied(q) and q.broker not in failed_brokers:
+            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+    result.verified, result.planned = verified, len(expected)
 
 
 def execute_local_plan(
@@ -336,7 +600,7 @@ def execute_local_plan(
         show_plan(ctx.env, result)
         clients = len({q.client for q in changed})
         if not ctx.confirm(f"Rewrite the offsets files of {clients} client(s) of group {result.group}?"):
-            raise errors.UsageError("cancelled; nothing was changed")
+            raise errors.Cancelled()
     by_client: dict[str, list[PlanRow]] = {}
     for q in changed:
         by_client.setdefault(q.client or "", []).append(q)
@@ -383,6 +647,14 @@ def execute_local_plan(
             continue
         kept = f"previous content in {f.previous_copy.name}" if f.previous_copy else "previous offsets in the backup"
         result.method[client] = f"rewrote {f.path} ({f.style} form; {kept})"
+        for q in rows:
+            q.outcome = APPLIED
+    for q in changed:
+        if q.outcome is None:
+            q.outcome = "not verified (see the FAILED line)"
+    result.applied_at = int(time.time() * 1000)
+    result.planned = len(changed)
+    result.verified = sum(1 for q in changed if _applied(q))
     if result.errors:
         failed = ", ".join(sorted({e["broker"] for e in result.errors}))
         result.failure = (

@@ -26,7 +26,7 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -39,10 +39,12 @@ if TYPE_CHECKING:
 
 
 def parse_bool(text: str, flag: str) -> bool:
+    """The Java tool reads only "true" as true and anything else as false; so that a typo never
+    means the opposite of what was meant, only true and false are accepted."""
     value = text.strip().lower()
-    if value in ("true", "yes", "1"):
+    if value == "true":
         return True
-    if value in ("false", "no", "0"):
+    if value == "false":
         return False
     raise errors.UsageError(f"{flag} takes true or false, not {text!r}")
 
@@ -54,9 +56,16 @@ class ResetOffsetByTimeCommand(SubCommand):
     Options and meaning follow the Java mqadmin (-g -t -s, -f force, and the 5.x per-queue
     form -b -q -o). mqadmin adds: the plan shown first (--dry-run shows only that), a backup
     of the current offsets before anything moves (restore with restoreOffset), a read-back
-    check after, and a confirmation on a terminal (--yes skips it; scripts are never asked).
-    It uses the broker-side reset when the broker can apply it and falls back to direct offset
-    updates when no consumer is online, saying which per broker.
+    check after, and a confirmation on a terminal (--yes skips it; scripts are never asked;
+    declining exits 4, nothing changed). It uses the broker-side reset when the broker can
+    apply it and falls back to direct offset updates when no consumer is online, saying which
+    per broker. After the apply (and after any failure part-way) every planned queue is read
+    back and reported as applied, unchanged, or unknown when its broker cannot be reached.
+
+    A dry run prints the absolute time; pass it to -s (epoch ms) to apply exactly that plan.
+    Durability: a broker writes consumer offsets to disk every flushConsumerOffsetInterval
+    (5 s by default), so a broker crash within that window after the apply (the result records
+    when it finished) loses the change; the mock server persists them before acknowledging.
     """
 
     name = "resetOffsetByTime"
@@ -67,7 +76,9 @@ class ResetOffsetByTimeCommand(SubCommand):
         Opt(
             "force",
             ("-f", "--force"),
-            "true (default): move offsets either way; false: only move them back, as the Java tool",
+            "true (default): move offsets either way; false: only move them back, on every broker version "
+            "(the Java tool's -f false moves queues forward too on 5.2+ brokers, which ignore the flag); "
+            "only true and false are accepted (the Java tool reads anything but true as false)",
             default="true",
             metavar="true|false",
         ),
@@ -82,6 +93,16 @@ class ResetOffsetByTimeCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        Opt(
+            "exact",
+            ("--exact",),
+            "A 4.x (and 5.0-5.1.0) broker's time search picks the nearest message, which may be stored "
+            "before the time; the plan marks such queues, and --exact moves them to the first message at or "
+            "after the time (written directly, so the group's consumers must be offline; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        NO_WAIT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -129,10 +150,19 @@ class ResetOffsetByTimeCommand(SubCommand):
                 return r.max_offset
             return int(admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts))
 
-        for r, new in zip(rows, fan_out(target, rows), strict=True):
+        targets = fan_out(target, rows)
+        adjusted = False
+        if ts is not None and offset_opt is None and ts < ctx.now:
+            adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")))
+        for r, new in zip(rows, targets, strict=True):
             old = new if r.old_offset is None else r.old_offset
             r.new_offset = new if force or new < old else old
-        result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz)
+        if adjusted and not params.get("dry_run"):
+            _require_offline(admin, group)
+        # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
+        result = ResetResult(
+            group, topic, ts if offset_opt is None else None, bool(params.get("dry_run")), rows, tz=ctx.tz
+        )
         # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
         reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
         return execute_plan(
@@ -141,8 +171,66 @@ class ResetOffsetByTimeCommand(SubCommand):
             reset_ts=reset_ts,
             force=force,
             backup_path=params.get("backup"),
-            explicit=offset_opt is not None,
+            explicit=offset_opt is not None or adjusted,
             cplus=True if params.get("cplus") else None,
+            no_wait=bool(params.get("no_wait")),
+        )
+
+
+#: --exact reads forward from the nearest message at most this many messages
+EXACT_SCAN_LIMIT = 256
+
+
+def _check_landing(admin: Admin, topic: str, rows: list[PlanRow], targets: list[int], ts: int, exact: bool) -> bool:
+    """Mark queues whose time search landed on a message stored before ``ts`` (brokers that search
+    for the nearest message: 4.x, 5.0-5.1.0); with ``exact`` move them to the first message at or
+    after ``ts`` (updating ``targets``). Returns whether any target moved."""
+    from mqadmin.admin import version_tuple
+
+    nearest = {b.broker_name for b in admin.cluster_brokers() if not b.version or version_tuple(b.version) < (5, 1, 1)}
+
+    def check(i: int) -> int | None:
+        r, t = rows[i], targets[i]
+        if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
+            return None
+        mq = MessageQueue(topic, r.broker, r.queue_id)
+        offset, seen = t, 0
+        while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
+            got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]
+            if not got:
+                break
+            for m in got:
+                if m.queue_offset == t and m.store_timestamp >= ts:
+                    return None  # lands at or after the time: nothing to say
+                if m.queue_offset == t:
+                    r.lands_before_ms = ts - m.store_timestamp
+                    if not exact:
+                        return None
+                if m.store_timestamp >= ts:
+                    return m.queue_offset
+            seen += len(got)
+            offset = got[-1].queue_offset + 1
+        return r.max_offset if exact and offset >= r.max_offset else None
+
+    moved = False
+    for i, new in enumerate(fan_out(check, list(range(len(rows))))):
+        if new is not None and new != targets[i]:
+            rows[i].exact_from, targets[i] = targets[i], new
+            moved = True
+    return moved
+
+
+def _require_offline(admin: Admin, group: str) -> None:
+    """--exact offsets are written directly: a 4.x broker's pushed reset carries only a time,
+    and online consumers would commit their own offsets over a direct write."""
+    try:
+        online = admin.consumer_connections(group).connections
+    except errors.BrokerError:
+        return
+    if online:
+        raise errors.UsageError(
+            f"--exact writes offsets directly, and group {group} has {len(online)} consumer(s) online that would "
+            "commit over them (a 4.x broker's pushed reset carries only a time): stop them first, or drop --exact"
         )
 
 

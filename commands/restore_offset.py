@@ -16,7 +16,7 @@ from mqadmin.commands._common import (
     route_of,
 )
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
-from mqadmin.commands._reset import PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -28,13 +28,35 @@ if TYPE_CHECKING:
     from mqadmin.admin import Admin
 
 
+CLAMP = Opt(
+    "clamp",
+    ("--clamp",),
+    "Move a backup offset that lies outside the queue's [min, max] today (e.g. retention deleted the "
+    "messages) to the nearest bound; without it such a backup is refused",
+    kind=bool,
+    default=False,
+)
+OTHER_CLUSTER = Opt(
+    "other_cluster",
+    ("--other-cluster",),
+    "Restore a backup taken from another cluster (another name server and other broker addresses); "
+    "without it such a backup is refused",
+    kind=bool,
+    default=False,
+)
+
+
 @register
 class RestoreOffsetCommand(SubCommand):
     """Put a group's offsets back from a backup file (mqadmin extension).
 
     Every resetOffsetByTime and restoreOffset writes one before it changes anything; this
-    shows the plan (--dry-run shows only that), backs up the current offsets again, applies
-    and reads back. -g/-t are optional checks that the backup is the one you mean.
+    validates the whole backup first (its shape, the group, topic and every queue on the
+    target, offsets >= 0 and inside today's [min, max] unless --clamp; the cluster it came from
+    unless --other-cluster) and changes nothing when any check fails; then it shows the plan
+    (--dry-run shows only that), backs up the current offsets again, applies and reads back.
+    Without -n it uses the address recorded in the backup. -g/-t are optional checks that the
+    backup is the one you mean.
     """
 
     name = "restoreOffset"
@@ -42,6 +64,9 @@ class RestoreOffsetCommand(SubCommand):
         Opt("from_", ("--from",), "Backup file to restore", required=True, metavar="BACKUP"),
         GROUP,
         TOPIC,
+        CLAMP,
+        OTHER_CLUSTER,
+        NO_WAIT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -50,53 +75,109 @@ class RestoreOffsetCommand(SubCommand):
     )
 
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        backup = OffsetBackup.read(params["from_"])
+        path = str(params["from_"])
+        backup = OffsetBackup.read(path)
         for opt, value, have in (("-g", params.get("group"), backup.group), ("-t", params.get("topic"), backup.topic)):
             if value is not None and value != have:
                 raise errors.UsageError(
-                    f"backup {params['from_']} is for group {backup.group!r} on topic {backup.topic!r}, not {opt} {value!r}"
+                    f"backup {path} is for group {backup.group!r} on topic {backup.topic!r}, not {opt} {value!r}"
                 )
         from mqadmin.localstore import backup_rows
 
-        rows_with_clients = [r for r in backup_rows(Path(params["from_"])) if r.get("client")]
+        rows_with_clients = [r for r in backup_rows(Path(path)) if r.get("client")]
         if params.get("local_store"):
             return _local(ctx, params, backup, rows_with_clients)
         if rows_with_clients:
             raise errors.UsageError(
-                f"backup {params['from_']} holds broadcast clients' local offsets ({backup.address}): "
+                f"backup {path} holds broadcast clients' local offsets ({backup.address}): "
                 "restore it with --local-store PATH"
             )
+        if not has_broker(ctx):
+            if not backup.address or backup.address.startswith("local:"):
+                raise errors.UsageError(f"backup {path} records no broker address: give one with -n")
+            ctx.address = backup.address
+            ctx.env.note(f"restoring to {backup.address}, the address recorded in the backup")
         if not params.get("dry_run"):
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
+        _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")))
         route = route_of(admin, backup.topic)
         known = set(route.message_queues())
         wanted = {MessageQueue(backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets}
         missing = sorted(set(wanted) - known)
         if missing:
-            raise errors.UsageError(f"backup names queues the topic no longer has: {', '.join(map(str, missing))}")
+            raise errors.UsageError(
+                f"backup names queues topic {backup.topic} does not have on {admin.address}: "
+                f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
+            )
         try:
             current = {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, backup.topic).items()}
         except errors.UsageError:
+            if backup.group not in admin.list_groups():
+                raise errors.UsageError(
+                    f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
+                    f"{backup.topic} and no subscription; nothing was changed"
+                ) from None
             current = {}
         rows = current_rows(admin, sorted(wanted), current)
+        outside = []
         for r in rows:
             r.new_offset = wanted[MessageQueue(backup.topic, r.broker, r.queue_id)]
-            if r.min_offset is not None and r.new_offset < r.min_offset:
-                ctx.env.warn(
-                    f"{r.broker} queue {r.queue_id}: backup offset {r.new_offset} is below the min offset "
-                    f"{r.min_offset} (messages expired); consumers will start at {r.min_offset}"
-                )
+            lo, hi = r.min_offset, r.max_offset
+            if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
+                outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
+                if params.get("clamp"):
+                    r.new_offset = min(max(r.new_offset, lo), hi)
+        if outside and not params.get("clamp"):
+            raise errors.UsageError(
+                f"backup offsets lie outside today's [min, max] ({'; '.join(outside)}): retention may have deleted "
+                "the messages; --clamp moves them to the nearest bound; nothing was changed"
+            )
+        for line in outside:
+            ctx.env.warn(f"clamped {line}")
         result = ResetResult(
             backup.group,
             backup.topic,
             None,
             bool(params.get("dry_run")),
             rows,
-            restored_from=str(params["from_"]),
+            restored_from=path,
             tz=ctx.tz,
         )
-        return execute_plan(ctx, result, reset_ts=None, force=True, backup_path=params.get("backup"), explicit=True)
+        return execute_plan(
+            ctx,
+            result,
+            reset_ts=None,
+            force=True,
+            backup_path=params.get("backup"),
+            explicit=True,
+            no_wait=bool(params.get("no_wait")),
+        )
+
+
+def _addresses(address: str) -> set[str]:
+    return {a.strip() for a in address.split(";") if a.strip()}
+
+
+def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, allowed: bool) -> None:
+    """Refuse a backup taken from another cluster: same cluster names, and the same name server
+    or at least one broker address in common (another name server of the same cluster)."""
+    if backup.clusters is None and backup.brokers is None:
+        return  # an older backup records only the address it was taken through
+    infos = admin.cluster_brokers()
+    clusters = sorted({b.cluster for b in infos})
+    same_names = backup.clusters is None or set(backup.clusters) == set(clusters)
+    same_namesrv = bool(_addresses(admin.address) & _addresses(backup.address))
+    recorded = {a for a in (backup.brokers or {}).values() if not a.startswith("mock")}
+    shared_brokers = bool(recorded & {b.addr for b in infos})
+    if same_names and (same_namesrv or shared_brokers):
+        return
+    there = f"cluster {','.join(clusters) or '?'} at {admin.address}"
+    taken = f"cluster {','.join(backup.clusters or []) or '?'} at {backup.address}"
+    message = f"backup {path} was taken from {taken}, not {there}"
+    if not allowed:
+        raise errors.UsageError(f"{message}: pass --other-cluster to restore it there; nothing was changed")
+    ctx.env.warn(f"{message}: restoring there (--other-cluster)")
 
 
 def _local(

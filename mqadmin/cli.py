@@ -1,5 +1,5 @@
 """The command line: a typer group built from the registry, and the one place that turns
-exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 130 interrupted)."""
+exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 4 cancelled, 130 interrupted)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import typer.core
 import typer.main
 
 from mqadmin import __version__
-from mqadmin.errors import CheckFailed, MqadminError, UsageError
+from mqadmin.errors import Cancelled, CheckFailed, MqadminError, UsageError
 from mqadmin.exit_codes import ExitCode
 from mqadmin.output import FORMATS, Env, render
 from mqadmin.registry import Opt, SubCommand, commands, lookup
@@ -181,7 +181,7 @@ def build_group(env: Env) -> MqadminGroup:
         help="See, move and replay Apache RocketMQ consumer offsets, safely.\n\n"
         "Options of each command follow the command, as in the Java mqadmin: "
         "'mqadmin queryOffset -n 127.0.0.1:9876 -t TopicTest'. "
-        "Exit codes: 0 done, 1 failure, 2 usage error, 3 check failed.",
+        "Exit codes: 0 done, 1 failure, 2 usage error, 3 check failed, 4 cancelled at the prompt.",
         rich_markup_mode=None,
         no_args_is_help=True,
         context_settings={"help_option_names": ["-h", "--help"]},
@@ -231,6 +231,9 @@ def _main(args: list[str], env: Env) -> int:
             env.error("interrupted")
             return ExitCode.INTERRUPTED
         return ExitCode.OK
+    except Cancelled as exc:  # the user said no: a note, not an error
+        env.note(str(exc))
+        return exc.exit_code
     except MqadminError as exc:
         if show_tb:
             raise

@@ -23,6 +23,15 @@ class CheckFailed(MqadminError):
     exit_code = 3
 
 
+class Cancelled(MqadminError):
+    """The user answered no at a confirmation: not an error, nothing was changed (exit 4)."""
+
+    exit_code = 4
+
+    def __init__(self, message: str = "cancelled, nothing changed"):
+        super().__init__(message)
+
+
 class ConnectError(MqadminError):
     """Could not talk to a namesrv or broker: refused, reset, timed out, bad frame."""
 

@@ -13,6 +13,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     #: a check (e.g. ``consumerProgress --max-lag``) was breached
     CHECK_FAILED = 3
+    #: a confirmation was declined at the prompt: nothing was changed
+    CANCELLED = 4
     #: interrupted by Ctrl-C (shell convention 128 + SIGINT)
     INTERRUPTED = 130
     #: the reader of stdout went away (``| head``): what a shell reports for ``seq | head -1``

@@ -72,17 +72,26 @@ class OffsetBackup:
     taken_at: int
     reason: str
     offsets: list[dict[str, Any]]  # {"broker", "queue_id", "offset"}
+    #: the cluster the offsets came from (names of the clusters, and broker name -> address),
+    #: so a restore can tell "the same cluster through another name server" from another cluster
+    clusters: list[str] | None = None
+    brokers: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "format": BACKUP_FORMAT,
             "group": self.group,
             "topic": self.topic,
             "address": self.address,
             "taken_at": self.taken_at,
             "reason": self.reason,
-            "offsets": self.offsets,
         }
+        if self.clusters is not None:
+            doc["clusters"] = self.clusters
+        if self.brokers is not None:
+            doc["brokers"] = self.brokers
+        doc["offsets"] = self.offsets
+        return doc
 
     def write(self, path: Path) -> Path:
         if path.exists():
@@ -102,20 +111,39 @@ class OffsetBackup:
         if not isinstance(doc, dict) or doc.get("format") != BACKUP_FORMAT:
             raise UsageError(f"{p} is not an mqadmin offset backup (no format {BACKUP_FORMAT!r})")
         try:
-            offsets = [
+            if not isinstance(doc["offsets"], list) or not doc["offsets"]:
+                raise ValueError("'offsets' (no rows)")
+            offsets: list[dict[str, Any]] = [
                 {"broker": str(o["broker"]), "queue_id": int(o["queue_id"]), "offset": int(o["offset"])}
                 for o in doc["offsets"]
             ]
-            return OffsetBackup(
+            clusters, brokers = doc.get("clusters"), doc.get("brokers")
+            backup = OffsetBackup(
                 group=str(doc["group"]),
                 topic=str(doc["topic"]),
                 address=str(doc.get("address", "")),
                 taken_at=int(doc["taken_at"]),
                 reason=str(doc.get("reason", "")),
                 offsets=offsets,
+                clusters=[str(c) for c in clusters] if isinstance(clusters, list) else None,
+                brokers={str(k): str(v) for k, v in brokers.items()} if isinstance(brokers, dict) else None,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UsageError(f"backup file {p} is corrupt: missing or bad field {exc}") from None
+        bad = [o for o in offsets if o["offset"] < 0 or o["queue_id"] < 0]
+        if bad:
+            o = bad[0]
+            raise UsageError(
+                f"backup file {p} holds a negative offset or queue id ({o['broker']} queue {o['queue_id']}: "
+                f"offset {o['offset']}); nothing was changed"
+            )
+        seen: set[tuple[str, int]] = set()
+        for o, raw in zip(offsets, doc["offsets"], strict=True):
+            key = (o["broker"], o["queue_id"])
+            if key in seen and not raw.get("client"):  # a local backup has one row per client and queue
+                raise UsageError(f"backup file {p} names {o['broker']} queue {o['queue_id']} twice")
+            seen.add(key)
+        return backup
 
 
 def backup_dir(home: str) -> Path:

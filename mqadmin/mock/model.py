@@ -78,6 +78,11 @@ class MockBroker:
         self._last_pull: dict[tuple[str, str, int], int] = {}
         self._arrival = threading.Condition(self._lock)
         self._dirty = False
+        #: consumer offsets: bumped on every change; the version consumerOffset.json holds
+        self._offsets_version = 0
+        self._offsets_saved = 0
+        #: one writer of consumerOffset.json at a time; waiters find their change already written
+        self._persist_lock = threading.Lock()
         self.load()
 
     # ---- behaviour switches (protocol doc §5) ----
@@ -97,25 +102,50 @@ class MockBroker:
         self.groups = {str(k): dict(v) for k, v in groups.items()}
         table = self.store.load_config("consumerOffset.json").get("offsetTable", {})
         self.offsets = {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+        self._offsets_version = self._offsets_saved = 0
 
     def flush(self) -> None:
         """Persist config files, as the broker's periodic persist does."""
         with self._lock:
-            if not self._dirty:
-                return
-            stamp = {"counter": 1, "stateVersion": 0, "timestamp": now_ms()}
-            self.store.save_config(
-                "topics.json", {"dataVersion": stamp, "topicConfigTable": dict(sorted(self.topics.items()))}
-            )
-            self.store.save_config(
-                "subscriptionGroup.json",
-                {"dataVersion": stamp, "subscriptionGroupTable": dict(sorted(self.groups.items()))},
-            )
-            self.store.save_config(
-                "consumerOffset.json",
-                {"offsetTable": {k: dict(sorted(v.items())) for k, v in sorted(self.offsets.items())}},
-            )
-            self._dirty = False
+            if self._dirty:
+                stamp = {"counter": 1, "stateVersion": 0, "timestamp": now_ms()}
+                self.store.save_config(
+                    "topics.json", {"dataVersion": stamp, "topicConfigTable": dict(sorted(self.topics.items()))}
+                )
+                self.store.save_config(
+                    "subscriptionGroup.json",
+                    {"dataVersion": stamp, "subscriptionGroupTable": dict(sorted(self.groups.items()))},
+                )
+                self._dirty = False
+        # Outside self._lock: persist_offsets takes its own lock first, then self._lock.
+        self.persist_offsets(keep_bak=True)
+
+    @property
+    def offsets_version(self) -> int:
+        return self._offsets_version
+
+    def _offsets_changed(self) -> None:
+        self._offsets_version += 1
+
+    def persist_offsets(self, version: int | None = None, *, keep_bak: bool = False) -> bool:
+        """Make consumerOffset.json hold every offset change up to ``version`` (default: all so far).
+
+        The TCP door calls this before it acknowledges a request that moved an offset, so an
+        acknowledged commit or reset survives a crash (a real broker only flushes every 5 s).
+        Group commit: concurrent callers queue on one lock, and the first writes everything
+        changed so far, so the others find their change already on disk and return at once.
+        Returns whether this call wrote the file.
+        """
+        with self._persist_lock:
+            with self._lock:
+                target = self._offsets_version if version is None else version
+                if self._offsets_saved >= target:
+                    return False
+                doc = {"offsetTable": {k: dict(sorted(v.items())) for k, v in sorted(self.offsets.items())}}
+                snapshot = self._offsets_version
+            self.store.save_config("consumerOffset.json", doc, keep_bak=keep_bak)
+            self._offsets_saved = snapshot
+            return True
 
     # ---- topics and groups ----
     def create_topic(self, topic: str, read_queues: int = 4, write_queues: int | None = None, perm: int = 6) -> None:
@@ -263,8 +293,10 @@ class MockBroker:
             key = self.key(topic, group)
             if self.server_side_reset and queue_id in self.pending_resets.get(key, {}):
                 return "Offset has been previously reset"
-            self.offsets.setdefault(key, {})[queue_id] = offset
-            self._dirty = True
+            table = self.offsets.setdefault(key, {})
+            if table.get(queue_id) != offset:  # a commit that moves nothing costs no write
+                table[queue_id] = offset
+                self._offsets_changed()
             return ""
 
     def groups_with_offsets(self) -> list[str]:
@@ -353,7 +385,7 @@ class MockBroker:
         for q, o in target.items():
             self.offsets.setdefault(key, {})[q] = o
             self.pending_resets.setdefault(key, {})[q] = o
-        self._dirty = True
+        self._offsets_changed()
         return target
 
     def _time_target(self, topic: str, queue_id: int, timestamp: int) -> int:

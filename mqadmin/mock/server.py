@@ -789,6 +789,9 @@ class _BrokerRole(_Role):
             raise _bad(code, f"the custom field <{missing}> is null")
         with self.lock:
             remark = self.broker.update_consumer_offset(group, topic, qid, offset)
+            version = self.broker.offsets_version
+        if not req.is_oneway:  # consumers' periodic commits are oneway: no ack to honour, the flush takes them
+            self._persist_offsets(version)
         return self.reply(req, remark=remark or None, empty_ext=True)
 
     def search_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
@@ -1103,8 +1106,19 @@ class _BrokerRole(_Role):
                 table = self.broker.reset_offset(topic, group, timestamp, force, queue_id, offset)
             finally:
                 self._reset_request = (-1, False)
+            version = self.broker.offsets_version
+        self._persist_offsets(version)
         body = {MessageQueue(topic, self.name, q): o for q, o in sorted(table.items())}
         return self.reply(req, body=fastjson.dumps({"offsetTable": body}).encode())
+
+    def _persist_offsets(self, version: int) -> None:
+        """Offsets on disk before the acknowledgement (outside the server lock: concurrent
+        commits share one write). A failed write is the request's failure, not a silent loss."""
+        try:
+            self.broker.persist_offsets(version)
+        except (OSError, errors.MqadminError) as exc:
+            log.error("cannot persist consumer offsets of %s: %s", self.name, exc)
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"cannot persist consumer offsets: {exc}") from None
 
     def _reset_pusher(
         self, conn: _Connection, client_id: str, group: str, language: str, version: int

@@ -375,9 +375,9 @@ class BrokerStore:
         self.config_sources[name] = None
         return {}
 
-    def save_config(self, name: str, doc: dict[str, Any]) -> None:
+    def save_config(self, name: str, doc: dict[str, Any], *, keep_bak: bool = True) -> None:
         self._check_writable()
-        atomic_write(self.config_path(name), fastjson.dumps_pretty(doc), keep_bak=True)
+        atomic_write(self.config_path(name), fastjson.dumps_pretty(doc), keep_bak=keep_bak)
 
     def _check_writable(self) -> None:
         if not self.writable:

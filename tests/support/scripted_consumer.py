@@ -1,0 +1,134 @@
+"""A consumer a test drives over mqadmin's own remoting client, for resets with clients online.
+
+``kind="push"`` behaves as a push consumer: it heartbeats as CONSUME_PASSIVELY and, when a broker
+pushes a reset (RESET_CONSUMER_CLIENT_OFFSET), commits the reset offsets after ``apply_delay_s``
+(the Java client pauses before it applies; a dict gives a delay per broker), holds them ``hold_s``, then "re-consumes" to the end
+of each queue and commits that, as a fast consumer does. ``kind="pull"`` behaves as a
+DefaultLitePullConsumer: it heartbeats as CONSUME_ACTIVELY, ignores pushed resets and commits the
+offsets it keeps itself every ``commit_interval_s``, which undoes a reset written to the broker.
+Every thread is a daemon and stops on ``close()``; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from mqadmin import fastjson
+from mqadmin.model import MessageQueue
+from mqadmin.remoting.backend import RemotingAdmin
+from mqadmin.remoting.client import RemotingClient
+from mqadmin.remoting.codec import RemotingCommand
+from mqadmin.remoting.codes import RequestCode
+
+
+class ScriptedConsumer:
+    def __init__(
+        self,
+        namesrv: str,
+        group: str,
+        topic: str,
+        *,
+        kind: str = "push",
+        client_id: str = "127.0.0.1@scripted",
+        commit_interval_s: float = 0.5,
+        apply_delay_s: float | dict[str, float] = 0.5,
+        hold_s: float = 0.3,
+    ) -> None:
+        self.group, self.topic, self.kind, self.client_id = group, topic, kind, client_id
+        self.commit_interval_s, self.apply_delay_s, self.hold_s = commit_interval_s, apply_delay_s, hold_s
+        self.admin = RemotingAdmin(namesrv, timeout=5)
+        self.client = RemotingClient(namesrv, timeout=5)
+        self.queues = self.admin.topic_route(topic).message_queues()
+        #: the offsets this consumer keeps itself (what it commits)
+        self.offsets: dict[MessageQueue, int] = {mq: self.admin.consumer_offset(group, mq) or 0 for mq in self.queues}
+        self.resets: list[dict[MessageQueue, int]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.client.register_handler(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset)
+        self._brokers = sorted({self.admin._broker_addr(mq.broker_name) for mq in self.queues})
+        self._heartbeat()
+        self._threads = [threading.Thread(target=self._loop, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _heartbeat(self) -> None:
+        body = {
+            "clientID": self.client_id,
+            "consumerDataSet": [
+                {
+                    "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                    "consumeType": "CONSUME_PASSIVELY" if self.kind == "push" else "CONSUME_ACTIVELY",
+                    "groupName": self.group,
+                    "messageModel": "CLUSTERING",
+                    "subscriptionDataSet": [
+                        {
+                            "classFilterMode": False,
+                            "codeSet": [],
+                            "expressionType": "TAG",
+                            "subString": "*",
+                            "subVersion": int(time.time() * 1000),
+                            "tagsSet": [],
+                            "topic": self.topic,
+                        }
+                    ],
+                    "unitMode": False,
+                }
+            ],
+            "producerDataSet": [],
+        }
+        for addr in self._brokers:
+            self.client.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps(body).encode()))
+
+    def _on_reset(self, cmd: RemotingCommand) -> None:
+        data: Any = fastjson.loads(cmd.body.decode())
+        table = {mq: int(o) for mq, o in fastjson.mq_table(data.get("offsetTable") or {}).items()}
+        with self._lock:
+            self.resets.append(table)
+        if self.kind == "push":
+            threading.Thread(target=self._take, args=(table,), daemon=True).start()
+        return None
+
+    def _take(self, table: dict[MessageQueue, int]) -> None:
+        delay = self.apply_delay_s
+        if isinstance(delay, dict):  # per broker: each broker pushes its own queues
+            delay = max(delay.get(mq.broker_name, 0.5) for mq in table) if table else 0.0
+        if self._stop.wait(delay):
+            return
+        try:
+            for mq, offset in table.items():
+                self.admin.update_consumer_offset(self.group, mq, offset)
+            if self._stop.wait(self.hold_s):
+                return
+            for mq in table:  # re-consumed everything there is
+                self.admin.update_consumer_offset(self.group, mq, self.admin.max_offset(mq))
+        except Exception:  # noqa: BLE001 - closed under it: the test is over
+            if not self._stop.is_set():
+                raise
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.commit_interval_s):
+            if self.kind != "pull":
+                continue
+            with self._lock:
+                offsets = dict(self.offsets)
+            for mq, offset in offsets.items():
+                try:
+                    self.admin.update_consumer_offset(self.group, mq, offset)
+                except Exception:  # noqa: BLE001 - a commit that fails is retried next interval
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+        self.client.close()
+        self.admin.close()
+
+    def __enter__(self) -> ScriptedConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
