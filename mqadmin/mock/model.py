@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin import errors
+from mqadmin import errors, names
 from mqadmin.admin import version_tuple
 from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
 from mqadmin.mock.store import BrokerStore, ConsumeQueue
@@ -119,6 +119,9 @@ class MockBroker:
 
     # ---- topics and groups ----
     def create_topic(self, topic: str, read_queues: int = 4, write_queues: int | None = None, perm: int = 6) -> None:
+        problem = names.topic_problem(topic)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
         with self._lock:
             self.topics[topic] = {
                 "order": False,
@@ -133,6 +136,9 @@ class MockBroker:
 
     def ensure_group(self, group: str) -> None:
         """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic."""
+        problem = names.group_problem(group)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
         with self._lock:
             if group not in self.groups:
                 self.groups[group] = {
@@ -395,6 +401,9 @@ class MockBroker:
         self, msg: Message, *, store_host: str | None = None, store_timestamp: int | None = None
     ) -> Message:
         """SEND_MESSAGE: assign offsets and store time, add UNIQ_KEY if missing (as 5.x does)."""
+        problem = names.topic_problem(msg.topic)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
         with self._arrival:
             cfg = self.topics.get(msg.topic)
             if cfg is None:

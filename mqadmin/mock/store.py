@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mqadmin import fastjson
+from mqadmin import fastjson, names
 from mqadmin.errors import StoreError
 from mqadmin.message import MAGIC_BLANK, MAGIC_V1, MAGIC_V2, encode_message, read_store_timestamp, tags_code
 from mqadmin.model import Message
@@ -300,7 +300,7 @@ class BrokerStore:
         key = (topic, queue_id)
         cq = self._queues.get(key)
         if cq is None:
-            cq = self._queues[key] = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), self.cq_file_size)
+            cq = self._queues[key] = ConsumeQueue(self._queue_folder(topic, queue_id), self.cq_file_size)
             changed = True
         elif not self.writable:
             changed = cq.reload()
@@ -309,6 +309,17 @@ class BrokerStore:
         if changed and self.offline:
             cq.apply_bounds(self.commitlog.min_offset, self.record_ok)
         return cq
+
+    def _queue_folder(self, topic: str, queue_id: int) -> Path:
+        """The queue's folder; a name that is not a legal topic never reaches a path (callers check
+        names with the broker's answer first; this is the last line of defence)."""
+        try:
+            names.safe_path_part(topic)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        if queue_id < 0:
+            raise StoreError(f"queue id {queue_id} cannot be a store folder name")
+        return self.root / "consumequeue" / topic / str(queue_id)
 
     def record_ok(self, entry: CqEntry) -> bool:
         """Whether the commit log holds the record a consume-queue entry points at."""
