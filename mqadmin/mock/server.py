@@ -21,7 +21,6 @@ import logging
 import os
 import queue
 import random
-import re
 import selectors
 import shutil
 import socket
@@ -36,9 +35,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from mqadmin import errors, fastjson
+from mqadmin import errors, fastjson, names
 from mqadmin.admin import version_tuple
-from mqadmin.message import encode_message, java_string_hash, parse_properties
+from mqadmin.message import encode_message, format_properties, java_string_hash, parse_properties
 from mqadmin.mock.backend import DEMO_NAME, mock_root
 from mqadmin.mock.cluster import CLUSTER_FILE, DEFAULT_VERSION, MockCluster
 from mqadmin.mock.model import RETRY_PREFIX, ClientInfo, MockBroker, PullOutcome
@@ -97,10 +96,16 @@ PERM_READ: Final = 0x4
 PERM_WRITE: Final = 0x2
 PERM_READ_WRITE: Final = PERM_READ | PERM_WRITE
 MASTER_ID: Final = 0
-#: what a broker accepts as a topic name (TopicValidator), and how long it may be
-TOPIC_NAME_RE: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
-TOPIC_MAX_LENGTH: Final = 127
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+#: message properties are written with a 2-byte length (the broker's PROPERTIES_SIZE_EXCEEDED)
+MAX_PROPERTIES_SIZE: Final = 32767
+#: read/write queue numbers UPDATE_AND_CREATE_TOPIC accepts. A real broker has no cap (only
+#: auto-created topics are capped, at defaultTopicQueueNums); the mock caps them so that one
+#: request cannot make every later stats or route request slow (an mqadmin limit).
+MAX_QUEUE_NUMS: Final = 1024
+#: Java header fields are int or long; a value outside them fails Java's parse
+INT32_RANGE: Final = (-(2**31), 2**31 - 1)
+INT64_RANGE: Final = (-(2**63), 2**63 - 1)
 DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: orderly consumers' queue locks expire after this long without renewal (REBALANCE_LOCK_MAX_LIVE_TIME)
 LOCK_LIVE_S: Final = 60.0
@@ -579,14 +584,41 @@ class _BrokerRole(_Role):
         return value
 
     @staticmethod
-    def _int(req: RemotingCommand, name: str, default: int | object = _MISSING) -> int:
+    def _int(req: RemotingCommand, name: str, default: int | object = _MISSING, *, long: bool = False) -> int:
+        """An int (or ``long``) header field; out of the Java type's range is refused as Java's
+        header decoding would fail it (SYSTEM_ERROR, RemotingCommand.decodeCommandCustomHeader)."""
         value = req.ext_int(name)
         if value is None:
             if default is _MISSING:
                 raise _bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
             assert isinstance(default, int)
             return default
+        low, high = INT64_RANGE if long else INT32_RANGE
+        if not low <= value <= high:
+            kind = "long" if long else "int"
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a Java {kind}: {value}")
         return value
+
+    def _check_topic(self, topic: str) -> None:
+        """TopicValidator.validateTopic as the send and create-topic paths apply it
+        (AbstractSendMessageProcessor.msgCheck, AdminBrokerProcessor.updateAndCreateTopic):
+        SYSTEM_ERROR up to 5.3.1, INVALID_PARAMETER from 5.3.2."""
+        problem = names.topic_problem(topic)
+        if problem:
+            code = ResponseCode.INVALID_PARAMETER if self.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
+            raise _bad(code, problem)
+
+    def _check_group(self, group: str, remark: str) -> None:
+        """A group name that fails TopicValidator.validateGroup is a group that cannot exist:
+        SubscriptionGroupManager.findSubscriptionGroupConfig will not create it, so the broker
+        answers SUBSCRIPTION_GROUP_NOT_EXIST with the handler's own ``remark``."""
+        if names.group_problem(group):
+            raise _bad(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, self.server.faq(remark))
+
+    def _check_queue_id(self, topic: str, queue_id: int) -> None:
+        if not 0 <= queue_id < MAX_QUEUE_NUMS:
+            code = ResponseCode.INVALID_PARAMETER if self.server.v5 else ResponseCode.SYSTEM_ERROR
+            raise _bad(code, f"queueId[{queue_id}] is illegal, topic:[{topic}]")
 
     def _topic_config(self, topic: str) -> dict[str, Any]:
         cfg = self.broker.topic_config(topic)
@@ -595,7 +627,12 @@ class _BrokerRole(_Role):
         return cfg
 
     def _queue_args(self, req: RemotingCommand) -> tuple[str, int]:
-        return self._str(req, "topic"), self._int(req, "queueId")
+        """(topic, queueId) of an offset request. Brokers do not check these names; a name that
+        could not be a folder is refused here instead of reaching the store (an mqadmin check)."""
+        topic, queue_id = self._str(req, "topic"), self._int(req, "queueId")
+        self._check_topic(topic)
+        self._check_queue_id(topic, queue_id)
+        return topic, queue_id
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -606,11 +643,12 @@ class _BrokerRole(_Role):
             header = {SEND_V2_KEYS.get(k, k): v for k, v in req.ext_fields.items()}
         probe = RemotingCommand(code=req.code, ext_fields=header)
         topic = self._str(probe, "topic")
-        _check_topic_name(topic)
+        self._check_topic(topic)
         qid = self._int(probe, "queueId", -1)
         sys_flag = self._int(probe, "sysFlag", 0)
-        born = self._int(probe, "bornTimestamp", 0)
+        born = self._int(probe, "bornTimestamp", 0, long=True)
         reconsume = self._int(probe, "reconsumeTimes", 0)
+        self._int(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
         props = parse_properties(header.get("properties") or "")
         if req.code == RequestCode.SEND_BATCH_MESSAGE:
             items = [(flag, body, {**props, **own}) for flag, body, own in _split_batch(req.body)]
@@ -618,10 +656,17 @@ class _BrokerRole(_Role):
             items = [(self._int(probe, "flag", 0), req.body, props)]
         if not items:
             raise _bad(ResponseCode.MESSAGE_ILLEGAL, "the message batch is empty")
-        for _, body, _ in items:
+        for _, body, message_props in items:
             if len(body) > MAX_MESSAGE_SIZE:
                 raise _bad(
                     ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE}"
+                )
+            if len(format_properties(message_props).encode()) > MAX_PROPERTIES_SIZE:
+                # SendMessageProcessor.handlePutMessageResult, PROPERTIES_SIZE_EXCEEDED
+                raise _bad(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    "the message is illegal, maybe msg body or properties length not matched. "
+                    f"msg body length limit {MAX_MESSAGE_SIZE}B, msg properties length limit 32KB.",
                 )
         with self.lock:
             cfg = self.broker.topic_config(topic)
@@ -632,8 +677,15 @@ class _BrokerRole(_Role):
                 cfg = self._topic_config(topic)
             if not int(cfg.get("perm", PERM_READ_WRITE)) & PERM_WRITE:
                 raise _bad(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+            write_queues = int(cfg["writeQueueNums"])
+            if qid >= max(write_queues, int(cfg["readQueueNums"])) or (qid < 0 and write_queues <= 0):
+                # AbstractSendMessageProcessor.msgCheck
+                raise _bad(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"request queueId[{qid}] is illegal, {_topic_config_text(cfg)} Producer: {conn.peer}",
+                )
             if qid < 0:
-                qid = random.randrange(int(cfg["writeQueueNums"]))
+                qid = random.randrange(write_queues)
             stored: list[Message] = []
             for flag, body, message_props in items:
                 message_props.setdefault(PROPERTY_CLUSTER, self.broker.cluster)
@@ -673,11 +725,16 @@ class _BrokerRole(_Role):
             group=self._str(req, "consumerGroup"),
             topic=self._str(req, "topic"),
             queue_id=self._int(req, "queueId"),
-            offset=self._int(req, "queueOffset"),
+            offset=self._int(req, "queueOffset", long=True),
             max_nums=max(self._int(req, "maxMsgNums", 32), 1),
             sys_flag=self._int(req, "sysFlag", 0),
             tags=None,
         )
+        # PullMessageProcessor: a group that cannot exist, then a topic that cannot exist
+        self._check_group(params.group, f"subscription group [{params.group}] does not exist,")
+        if names.topic_problem(params.topic):
+            remark = f"topic[{params.topic}] not exist, apply first please!"
+            raise _bad(ResponseCode.TOPIC_NOT_EXIST, self.server.faq(remark))
         self.server.count("pulls")
         with self.lock:
             cfg = self._topic_config(params.topic)
@@ -694,7 +751,7 @@ class _BrokerRole(_Role):
             params.tags = self._pull_filter(req, params)
             if params.sys_flag & PULL_COMMIT_OFFSET:
                 # Before the read, so a pending server-side reset wins over the client's stale offset.
-                commit = self._int(req, "commitOffset", -1)
+                commit = self._int(req, "commitOffset", -1, long=True)
                 if commit >= 0:
                     if params.group not in self.broker.groups:
                         # Java's pull auto-creates the group config; commits here skip 5.3's group check.
@@ -702,7 +759,7 @@ class _BrokerRole(_Role):
                     with contextlib.suppress(errors.BrokerError):
                         self.broker.update_consumer_offset(params.group, params.topic, params.queue_id, commit)
             outcome = self._read(params)
-        suspend_ms = min(self._int(req, "suspendTimeoutMillis", 0), MAX_SUSPEND_MS)
+        suspend_ms = min(self._int(req, "suspendTimeoutMillis", 0, long=True), MAX_SUSPEND_MS)
         if (
             _pull_code(outcome.status, params.offset) == ResponseCode.PULL_NOT_FOUND
             and params.sys_flag & PULL_SUSPEND
@@ -751,15 +808,21 @@ class _BrokerRole(_Role):
         return self.reply(req, code, outcome.status, ext, body)
 
     def view_message(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
-        offset = self._int(req, "offset")
+        offset = self._int(req, "offset", long=True)
+        if offset < 0:  # what selectOneMessageByOffset's null becomes (QueryMessageProcessor)
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         with self.lock:
             msg = self.broker.message_at(offset)
         return self.reply(req, body=encode_message(msg))
 
     def send_back(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         group = self._str(req, "group")
-        offset = self._int(req, "offset")
+        offset = self._int(req, "offset", long=True)
         delay = self._int(req, "delayLevel", 0)
+        # AbstractSendMessageProcessor.consumerSendMsgBack: no group config, no retry topic
+        self._check_group(group, f"subscription group not exist, {group} ")
+        if offset < 0:
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
         with self.lock:
             self.broker.ensure_group(group)  # findSubscriptionGroupConfig auto-creates it
             max_times = self._int(req, "maxReconsumeTimes", -1)
@@ -787,13 +850,19 @@ class _BrokerRole(_Role):
             missing = "queueId" if qid is None else "commitOffset"
             code = ResponseCode.INVALID_PARAMETER if self.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
             raise _bad(code, f"the custom field <{missing}> is null")
+        qid, offset = self._int(req, "queueId"), self._int(req, "commitOffset", long=True)
+        # ConsumerManageProcessor (5.3): a group or topic that cannot exist
+        self._check_group(group, f"subscription group not exist, {group}")
+        if names.topic_problem(topic):
+            raise _bad(ResponseCode.TOPIC_NOT_EXIST, f"topic not exist, {topic}")
+        self._check_queue_id(topic, qid)
         with self.lock:
             remark = self.broker.update_consumer_offset(group, topic, qid, offset)
         return self.reply(req, remark=remark or None, empty_ext=True)
 
     def search_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         topic, qid = self._queue_args(req)
-        ts = self._int(req, "timestamp")
+        ts = self._int(req, "timestamp", long=True)
         boundary = "LOWER"
         if self.server.v >= (5, 1, 4):  # the header field exists from 5.1.4
             boundary = (req.ext_str("boundaryType") or "LOWER").upper()
@@ -836,10 +905,18 @@ class _BrokerRole(_Role):
     def create_topic(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC (what ``mqadmin updateTopic`` sends), so Java tools can set up tests."""
         topic = self._str(req, "topic")
-        _check_topic_name(topic)
+        self._check_topic(topic)
         read = self._int(req, "readQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
         write = self._int(req, "writeQueueNums", read)
         perm = self._int(req, "perm", PERM_READ_WRITE)
+        for field_name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+            if not 0 <= value <= MAX_QUEUE_NUMS:
+                raise _bad(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"{field_name} {value} is out of range: the mock broker allows 0..{MAX_QUEUE_NUMS} queues",
+                )
+        if not 0 <= perm <= PERM_READ_WRITE | 0x1:
+            raise _bad(ResponseCode.INVALID_PARAMETER, f"perm {perm} is not a permission (0..7)")
         with self.lock:
             self.broker.create_topic(topic, read, write, perm)
         return self.reply(req)
@@ -851,6 +928,9 @@ class _BrokerRole(_Role):
             group = str(data["groupName"])
         except (ValueError, KeyError, TypeError):
             raise _bad(ResponseCode.SYSTEM_ERROR, "the request body is not a SubscriptionGroupConfig") from None
+        problem = names.group_problem(group)
+        if problem:  # AdminBrokerProcessor.updateAndCreateSubscriptionGroup (TopicValidator.validateGroup)
+            raise _bad(ResponseCode.INVALID_PARAMETER, problem)
         with self.lock:
             self.broker.ensure_group(group)
         return self.reply(req)
@@ -947,6 +1027,8 @@ class _BrokerRole(_Role):
                 if not isinstance(consumer, Mapping) or not consumer.get("groupName"):
                     continue
                 group = str(consumer["groupName"])
+                if names.group_problem(group):
+                    continue  # ClientManageProcessor skips a group findSubscriptionGroupConfig refuses
                 subs = {
                     str(s["topic"]): _subscription_json(s)
                     for s in consumer.get("subscriptionDataSet") or []
@@ -1091,10 +1173,10 @@ class _BrokerRole(_Role):
     def reset_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         topic = self._str(req, "topic")
         group = self._str(req, "group")
-        timestamp = self._int(req, "timestamp", -1)
+        timestamp = self._int(req, "timestamp", -1, long=True)
         force = bool(req.ext_bool("isForce", False))
         queue_id = self._int(req, "queueId", -1)
-        offset = self._int(req, "offset", -1)
+        offset = self._int(req, "offset", -1, long=True)
         with self.lock:
             # The model pushes to online clients through their on_reset callbacks, synchronously
             # and under this lock; they read the request's timestamp from here.
@@ -1156,13 +1238,14 @@ def _data_version() -> dict[str, int]:
     return {"counter": 1, "stateVersion": 0, "timestamp": _now_ms()}
 
 
-def _check_topic_name(topic: str) -> None:
-    """TopicValidator: a name that could not be a folder of the store is refused up front."""
-    if not topic or len(topic) > TOPIC_MAX_LENGTH or not TOPIC_NAME_RE.fullmatch(topic):
-        raise _bad(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
+def _topic_config_text(cfg: Mapping[str, Any]) -> str:
+    """TopicConfig.toString, as the broker puts it into refusals."""
+    return (
+        f"TopicConfig [topicName={cfg.get('topicName')}, readQueueNums={cfg.get('readQueueNums')}, "
+        f"writeQueueNums={cfg.get('writeQueueNums')}, perm={cfg.get('perm')}, "
+        f"topicFilterType={cfg.get('topicFilterType', 'SINGLE_TAG')}, topicSysFlag={cfg.get('topicSysFlag', 0)}, "
+        f"order={str(cfg.get('order', False)).lower()}]"
+    )
 
 
 def _pull_code(status: str, request_offset: int) -> int:
