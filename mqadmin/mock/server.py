@@ -6,15 +6,20 @@ produce, consume with a push consumer, commit offsets and receive resets. Every 
 from the same model the embedded backend calls (style guide §5: one model, two doors); this
 module only speaks the wire (protocol doc §1, §2.3-2.6, §3, §8.4).
 
-Threads: one acceptor for every listener, one flusher, and per connection a reader (decodes
-and handles requests in order) and a writer (drains an outbox, so a peer that stops reading
-never blocks a handler). A long-polled pull waits in its own short-lived thread. Model access
-is serialised by one lock; waiting for messages happens outside it.
+Threads, a fixed number whatever the connection count: one I/O loop (selectors) accepts,
+reads and writes every socket without blocking; a pool of workers handles requests, each
+connection's in order; one thread answers long-polled pulls; one flushes. A peer that stops
+reading is cut once its replies pile up, one silent both ways is closed after an idle time,
+and running out of file descriptors pauses accepting instead of spinning. Model access is
+serialised by one lock, taken per step rather than across a whole expensive request.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
 import itertools
 import json
 import logging
@@ -28,7 +33,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +87,26 @@ LISTEN_BACKLOG: Final = 128
 #: a peer that lets this much pile up unread is dropped rather than allowed to eat memory
 MAX_OUTBOX_BYTES: Final = 64 * 1024 * 1024
 JOIN_TIMEOUT_S: Final = 5.0
+#: a connection silent both ways this long is closed: the broker's serverChannelMaxIdleTimeSeconds
+DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
+#: how often the I/O loop looks for idle connections (and, at the latest, notices a stop)
+IDLE_CHECK_S: Final = 0.5
+#: threads handling requests; a connection's requests stay in order (one worker at a time)
+DEFAULT_WORKERS: Final = 8
+#: requests a worker handles for one connection before letting others have a turn
+WORKER_BATCH: Final = 32
+#: decoded requests a connection may have waiting before the server stops reading from it
+MAX_PENDING_REQUESTS: Final = 256
+#: long-polled pulls parked at once; beyond that a pull is answered at once (not found)
+MAX_HELD_PULLS: Final = 10_000
+#: accepting pauses this long, doubling up to the maximum, while the process is out of descriptors
+ACCEPT_BACKOFF_MIN_S: Final = 0.05
+ACCEPT_BACKOFF_MAX_S: Final = 1.0
+#: at most one "accept failed" line per this many seconds
+ACCEPT_LOG_INTERVAL_S: Final = 10.0
+#: heap trims after dropping a peer are at most this frequent
+TRIM_INTERVAL_S: Final = 1.0
+_OUT_OF_FDS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: first byte of a TLS ClientHello record; anything else on a TLS server is plaintext (permissive)
 TLS_HANDSHAKE_RECORD: Final = 0x16
 WILDCARD_BINDS: Final = frozenset({"", "0.0.0.0", "::"})
@@ -199,6 +224,40 @@ def _server_ordinal(version: str) -> int:
         return int(CURRENT_VERSION)
 
 
+class _RateLimitedLog:
+    """Counts events; ``hit`` returns how many were suppressed when a line is due, else None."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._last = -interval_s
+        self._suppressed = 0
+
+    def hit(self) -> int | None:
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            self._suppressed += 1
+            return None
+        self._last = now
+        suppressed, self._suppressed = self._suppressed, 0
+        return suppressed
+
+
+def _malloc_trim() -> None:
+    """glibc's malloc_trim(0), where there is one: freed arenas go back to the system."""
+    global _LIBC
+    if _LIBC is None:
+        name = ctypes.util.find_library("c")
+        try:
+            _LIBC = ctypes.CDLL(name) if name else False
+        except OSError:
+            _LIBC = False
+    if _LIBC and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Transports: plaintext, or TLS done in memory so reader and writer threads never share an SSL object
 
@@ -250,7 +309,8 @@ class _Tls(_Plain):
 
 
 class _Connection:
-    """One accepted socket: a reader thread that handles requests, a writer thread that sends."""
+    """One accepted socket. The server's I/O loop reads and writes it (never blocking); its
+    requests queue in ``pending`` and are handled in order by one pool worker at a time."""
 
     def __init__(self, server: MockServer, sock: socket.socket, role: _Role, peer: str) -> None:
         self.server = server
@@ -260,54 +320,79 @@ class _Connection:
         self.closed = threading.Event()
         #: (broker name, group, client id) registered through heartbeats on this connection
         self.registrations: set[tuple[str, str, str]] = set()
+        self.last_active = time.monotonic()
+        #: requests decoded but not yet handled, and whether a worker owns them (both under _lock)
+        self.pending: deque[RemotingCommand] = deque()
+        self.scheduled = False
+        #: reading stops while too many requests wait (the peer then feels TCP back-pressure)
+        self.paused = False
         self._transport: _Plain | None = None
-        self._io_lock = threading.Lock()
-        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._outbox: deque[bytes] = deque()
+        self._out_pos = 0
         self._queued = 0
-        self._decoder = FrameDecoder()
-        self._reader = threading.Thread(target=self._read_loop, name=f"mock-read-{peer}", daemon=True)
-        self._writer = threading.Thread(target=self._write_loop, name=f"mock-write-{peer}", daemon=True)
-
-    def start(self) -> None:
-        self._writer.start()
-        self._reader.start()
-
-    def join(self, timeout: float) -> None:
-        self._reader.join(timeout)
-        self._writer.join(timeout)
+        self._decoder: FrameDecoder | None = FrameDecoder()
 
     def send(self, cmd: RemotingCommand) -> None:
         """Queue one frame (always a JSON header, type byte 0: C++ and ali-ons read nothing else)."""
         if self.closed.is_set():
             return
         frame = encode(cmd)
-        with self._io_lock:
+        with self._lock:
             transport = self._transport or _Plain()
-            self._enqueue(transport.outbound(frame))
+            raw = transport.outbound(frame)
+            cut = self._enqueue(raw)
+        if cut:
+            self._cut()
+        else:
+            self.server._want_write(self)
 
-    def _enqueue(self, raw: bytes) -> None:
+    def _enqueue(self, raw: bytes) -> bool:
+        """Add to the outbox (caller holds _lock); True when the peer must be cut for not reading."""
         if not raw:
-            return
+            return False
         self._queued += len(raw)
         if self._queued > MAX_OUTBOX_BYTES:
-            log.warning("dropping %s: %d bytes of replies left unread", self.peer, self._queued)
-            self.close()
-            return
-        self._outbox.put(raw)
+            return True
+        self._outbox.append(raw)
+        return False
 
-    def _read_loop(self) -> None:
+    def _cut(self) -> None:
+        log.warning("dropping %s: %d bytes of replies left unread", self.peer, self._queued)
+        self.close()
+        self.server._release_memory()
+
+    @property
+    def wants_write(self) -> bool:
+        return bool(self._outbox)
+
+    # -- called on the I/O loop's thread only ------------------------------------------------
+
+    def on_readable(self) -> list[RemotingCommand]:
+        """Read what the socket has; the decoded requests (empty at EOF, which closes us)."""
         try:
-            while not self.closed.is_set():
-                data = self.sock.recv(RECV_SIZE)
-                if not data:
-                    break
-                with self._io_lock:
-                    if self._transport is None:
-                        self._transport = self.server._transport_for(data[0])
-                    plain, raw = self._transport.inbound(data)
-                    self._enqueue(raw)
-                for cmd in self._decoder.feed(plain):
-                    self.server._dispatch(self, cmd)
+            data = self.sock.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError as exc:
+            log.debug("connection %s ended: %s", self.peer, exc)
+            self.close()
+            return []
+        if not data:
+            self.close()
+            return []
+        self.last_active = time.monotonic()
+        try:
+            with self._lock:
+                if self._transport is None:
+                    self._transport = self.server._transport_for(data[0])
+                plain, raw = self._transport.inbound(data)
+                cut = self._enqueue(raw)
+            if cut:
+                self._cut()
+                return []
+            assert self._decoder is not None
+            return self._decoder.feed(plain)
         except FrameTooLarge as exc:
             log.warning("dropping %s: %s", self.peer, exc)
         except BadFrame as exc:
@@ -316,38 +401,54 @@ class _Connection:
             log.debug("%s closed its TLS session", self.peer)
         except ssl.SSLError as exc:
             log.info("dropping %s: TLS failed (%s)", self.peer, exc)
-        except OSError as exc:
-            if not self.closed.is_set():
-                log.debug("connection %s ended: %s", self.peer, exc)
-        finally:
-            # Here, not in close(): close() may run under a lock a handler also takes.
-            self.close()
-            self.server._connection_closed(self)
-            self._writer.join(JOIN_TIMEOUT_S)
-            with contextlib.suppress(OSError):
-                self.sock.close()
+        except Exception as exc:  # a bug must cost this connection only, never the loop
+            log.warning("dropping %s: cannot read its frames (%s: %s)", self.peer, type(exc).__name__, exc)
+        self.close()
+        return []
 
-    def _write_loop(self) -> None:
+    def on_writable(self) -> None:
+        """Send as much of the outbox as the socket takes."""
         while True:
-            raw = self._outbox.get()
-            if raw is None:
-                return
+            with self._lock:
+                if not self._outbox:
+                    return
+                chunk = self._outbox[0]
+                pos = self._out_pos
             try:
-                self.sock.sendall(raw)
+                sent = self.sock.send(memoryview(chunk)[pos:])
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError:
                 self.close()
                 return
-            with self._io_lock:
-                self._queued -= len(raw)
+            self.last_active = time.monotonic()
+            with self._lock:
+                self._queued -= sent
+                if pos + sent >= len(chunk):
+                    self._outbox.popleft()
+                    self._out_pos = 0
+                else:
+                    self._out_pos = pos + sent
+                    return
+
+    def release(self) -> None:
+        """Forget buffered bytes and requests once closed, so a cut peer's memory goes at once."""
+        with self._lock:
+            self._outbox.clear()
+            self._queued = 0
+            self.pending.clear()
+            self._decoder = None
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
     def close(self) -> None:
-        """Idempotent and lock-free: wake both threads; the reader then lets the server forget us."""
+        """Idempotent, lock-free and callable from any thread; the I/O loop does the rest."""
         if self.closed.is_set():
             return
         self.closed.set()
-        self._outbox.put(None)
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
+        self.server._closing(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,6 +611,17 @@ class _PullParams:
     max_nums: int
     sys_flag: int
     tags: set[str] | None
+
+
+@dataclass(eq=False)
+class _HeldPull:
+    conn: _Connection
+    req: RemotingCommand
+    role: _BrokerRole
+    params: _PullParams
+    deadline: float
+    #: answer once the queue grows past this offset
+    watermark: int
 
 
 class _BrokerRole(_Role):
@@ -707,6 +819,7 @@ class _BrokerRole(_Role):
                 )
                 stored.append(self.broker.put_message(msg))
         self.server.count("messages_stored", len(stored))
+        self.server.message_arrived()
         ext: dict[str, object] = {
             "msgId": ",".join(m.msg_id for m in stored),
             "queueId": qid,
@@ -765,8 +878,8 @@ class _BrokerRole(_Role):
             and params.sys_flag & PULL_SUSPEND
             and suspend_ms > 0
         ):
-            self.server._hold(conn, req, self, params, time.monotonic() + suspend_ms / 1000)
-            return None
+            if self.server._hold(conn, req, self, params, time.monotonic() + suspend_ms / 1000):
+                return None
         return self.pull_reply(req, params, outcome)
 
     def _pull_filter(self, req: RemotingCommand, params: _PullParams) -> set[str] | None:
@@ -830,6 +943,7 @@ class _BrokerRole(_Role):
                 max_times = int(self.broker.groups[group].get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
             self.broker.send_back(group, offset, delay, max_times)
         self.server.count("messages_stored")
+        self.server.message_arrived()
         return self.reply(req)
 
     # -- offsets -----------------------------------------------------------------------------
@@ -1359,6 +1473,8 @@ class MockServer:
         tls: ssl.SSLContext | None = None,
         *,
         advertise_host: str | None = None,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
         if not cluster.writable:
             raise errors.UsageError(f"the mock store {cluster.root} must be opened for writing to be served")
@@ -1385,7 +1501,22 @@ class MockServer:
         self._clients: dict[tuple[str, str, str], _Connection] = {}
         self._registry_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._holders: set[threading.Thread] = set()
+        #: seconds without a byte either way before a connection is closed (0: never)
+        self.idle_timeout = idle_timeout
+        self._worker_count = max(1, workers)
+        self._work: queue.SimpleQueue[_Connection | Callable[[], None] | None] = queue.SimpleQueue()
+        #: connections whose selector interest may have changed, for the I/O loop (under _wake_lock)
+        self._dirty: set[_Connection] = set()
+        self._wake_lock = threading.Lock()
+        self._waker_r, self._waker_w = socket.socketpair()
+        self._waker_r.setblocking(False)
+        self._waker_w.setblocking(False)
+        self._woken = False
+        #: long-polled pulls waiting for messages (under _arrival)
+        self._held: list[_HeldPull] = []
+        self._arrival = threading.Condition()
+        self._accept_failures = _RateLimitedLog(ACCEPT_LOG_INTERVAL_S)
+        self._last_trim = 0.0
         self._stop = threading.Event()
         self._started = False
         self._stats: Counter[str] = Counter()
@@ -1413,7 +1544,9 @@ class MockServer:
         self.started_ms = _now_ms()
         self.started_monotonic = time.monotonic()
         self._started = True
-        for target, name in ((self._accept_loop, "mock-accept"), (self._flush_loop, "mock-flush")):
+        targets = [(self._io_loop, "mock-io"), (self._flush_loop, "mock-flush"), (self._hold_loop, "mock-hold")]
+        targets += [(self._work_loop, f"mock-worker-{i}") for i in range(self._worker_count)]
+        for target, name in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -1438,20 +1571,23 @@ class MockServer:
         if not self._started or self._stop.is_set():
             return
         self._stop.set()
+        self._wake()
+        with self._arrival:
+            self._arrival.notify_all()
+        for _ in range(self._worker_count):
+            self._work.put(None)
         for thread in self._threads:
             thread.join(JOIN_TIMEOUT_S)
         for sock, _ in self._listeners:
             sock.close()
         with self._registry_lock:
             conns = list(self._conns)
+            self._conns.clear()
         for conn in conns:
             conn.close()
-        for conn in conns:
-            conn.join(JOIN_TIMEOUT_S)
-        with self._registry_lock:
-            holders = list(self._holders)
-        for thread in holders:
-            thread.join(JOIN_TIMEOUT_S)
+            conn.release()
+        self._waker_r.close()
+        self._waker_w.close()
         with self.lock:
             self.cluster.flush()
             for role in self._roles:
@@ -1509,37 +1645,219 @@ class MockServer:
 
     # -- threads -----------------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
+    def _io_loop(self) -> None:
+        """Accept, read and write every socket from one thread; requests go to the worker pool."""
         with selectors.DefaultSelector() as selector:
+            selector.register(self._waker_r, selectors.EVENT_READ, None)
             for sock, role in self._listeners:
                 selector.register(sock, selectors.EVENT_READ, role)
-            while not self._stop.is_set():
-                for key, _ in selector.select(ACCEPT_POLL_S):
-                    listener = key.fileobj
-                    assert isinstance(listener, socket.socket)
-                    try:
-                        sock, addr = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    except OSError as exc:
-                        if not self._stop.is_set():
-                            log.warning("accept failed: %s", exc)
-                        continue
-                    self._accepted(sock, addr, key.data)
+            accept_paused_until = 0.0
+            backoff = ACCEPT_BACKOFF_MIN_S
+            next_idle_check = time.monotonic() + IDLE_CHECK_S
+            try:
+                while not self._stop.is_set():
+                    now = time.monotonic()
+                    if accept_paused_until and now >= accept_paused_until:
+                        accept_paused_until = 0.0
+                        for sock, role in self._listeners:
+                            selector.register(sock, selectors.EVENT_READ, role)
+                    timeout = IDLE_CHECK_S if not accept_paused_until else min(IDLE_CHECK_S, accept_paused_until - now)
+                    for key, events in selector.select(max(timeout, 0.0)):
+                        if key.fileobj is self._waker_r:
+                            self._drain_waker()
+                        elif isinstance(key.data, _Role):
+                            if not self._accept(selector, key):
+                                # Out of descriptors: stop asking until some are free (no spin).
+                                for sock, _ in self._listeners:
+                                    selector.unregister(sock)
+                                accept_paused_until = time.monotonic() + backoff
+                                backoff = min(backoff * 2, ACCEPT_BACKOFF_MAX_S)
+                                break
+                            backoff = ACCEPT_BACKOFF_MIN_S
+                        else:
+                            conn = key.data
+                            if events & selectors.EVENT_READ and not conn.closed.is_set():
+                                self._received(conn, conn.on_readable())
+                            if events & selectors.EVENT_WRITE and not conn.closed.is_set():
+                                conn.on_writable()
+                            self._update_interest(selector, conn)
+                    self._apply_dirty(selector)
+                    if time.monotonic() >= next_idle_check:
+                        next_idle_check = time.monotonic() + IDLE_CHECK_S
+                        self._close_idle()
+            finally:
+                with self._registry_lock:
+                    conns = list(self._conns)
+                for conn in conns:
+                    conn.close()
 
-    def _accepted(self, sock: socket.socket, addr: Any, role: _Role) -> None:
-        sock.setblocking(True)
+    def _accept(self, selector: selectors.BaseSelector, key: selectors.SelectorKey) -> bool:
+        """Take one pending connection; False when the process is out of file descriptors."""
+        listener = key.fileobj
+        assert isinstance(listener, socket.socket)
+        try:
+            sock, addr = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError as exc:
+            if exc.errno in _OUT_OF_FDS:
+                suppressed = self._accept_failures.hit()
+                if suppressed is not None:
+                    log.warning(
+                        "accept failed: %s (%d more since the last report; backing off, connections already open are served)",
+                        exc.strerror,
+                        suppressed,
+                    )
+                return False
+            if not self._stop.is_set():
+                log.warning("accept failed: %s", exc)
+            return True
+        sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(self, sock, role, _host_port(addr))
+        conn = _Connection(self, sock, key.data, _host_port(addr))
         with self._registry_lock:
-            if self._stop.is_set():
-                sock.close()
-                return
             self._conns.add(conn)
+        selector.register(sock, selectors.EVENT_READ, conn)
         self.count("connections")
-        log.debug("%s connected to the %s port", conn.peer, role.name)
-        conn.start()
+        log.debug("%s connected to the %s port", conn.peer, conn.role.name)
+        return True
+
+    def _received(self, conn: _Connection, cmds: list[RemotingCommand]) -> None:
+        if not cmds:
+            return
+        with conn._lock:
+            if conn.closed.is_set():
+                return
+            conn.pending.extend(cmds)
+            if len(conn.pending) >= MAX_PENDING_REQUESTS:
+                conn.paused = True
+            if conn.scheduled:
+                return
+            conn.scheduled = True
+        self._work.put(conn)
+
+    def _update_interest(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
+        """Register what ``conn`` waits for now; forget it once closed."""
+        if conn.closed.is_set():
+            with contextlib.suppress(KeyError, ValueError):
+                selector.unregister(conn.sock)
+            self._forget(conn)
+            return
+        events = 0 if conn.paused else selectors.EVENT_READ
+        if conn.wants_write:
+            events |= selectors.EVENT_WRITE
+        try:
+            if events:
+                selector.modify(conn.sock, events, conn)
+            else:
+                selector.unregister(conn.sock)
+        except KeyError:
+            if events:
+                selector.register(conn.sock, events, conn)
+        except (ValueError, OSError):
+            conn.close()
+
+    def _apply_dirty(self, selector: selectors.BaseSelector) -> None:
+        with self._wake_lock:
+            dirty, self._dirty = self._dirty, set()
+        for conn in dirty:
+            if not conn.closed.is_set() and conn.wants_write:
+                conn.on_writable()  # most replies fit the socket buffer: no extra select round
+            self._update_interest(selector, conn)
+
+    def _close_idle(self) -> None:
+        """Close connections silent both ways for idle_timeout (serverChannelMaxIdleTimeSeconds)."""
+        if self.idle_timeout <= 0:
+            return
+        cutoff = time.monotonic() - self.idle_timeout
+        with self._registry_lock:
+            idle = [c for c in self._conns if c.last_active < cutoff and not c.scheduled]
+        for conn in idle:
+            log.info("closing %s: idle for %.0f s", conn.peer, self.idle_timeout)
+            conn.close()
+        if idle:
+            self._apply_dirty_later()
+
+    def _apply_dirty_later(self) -> None:
+        self._wake()
+
+    def _forget(self, conn: _Connection) -> None:
+        """The last step of a connection: free its buffers, then let the roles forget its clients."""
+        with self._registry_lock:
+            if conn not in self._conns:
+                return
+            self._conns.discard(conn)
+        conn.release()
+        if conn.registrations:
+            self._work.put(lambda: self._connection_closed(conn))
+
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if self._woken:
+                return
+            self._woken = True
+        with contextlib.suppress(OSError):
+            self._waker_w.send(b"\0")
+
+    def _drain_waker(self) -> None:
+        with self._wake_lock:
+            self._woken = False
+        with contextlib.suppress(OSError):
+            while self._waker_r.recv(4096):
+                pass
+
+    def _want_write(self, conn: _Connection) -> None:
+        """Called by any thread after queueing a reply: the I/O loop sends it."""
+        with self._wake_lock:
+            self._dirty.add(conn)
+        self._wake()
+
+    def _closing(self, conn: _Connection) -> None:
+        self._want_write(conn)
+
+    def _release_memory(self) -> None:
+        """Hand freed heap back to the system after a big drop (glibc keeps it otherwise)."""
+        now = time.monotonic()
+        if now - self._last_trim < TRIM_INTERVAL_S:
+            return
+        self._last_trim = now
+        _malloc_trim()
+
+    def _work_loop(self) -> None:
+        """A pool worker: handles one connection's queued requests in order, or runs a task."""
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            if isinstance(item, _Connection):
+                self._serve(item)
+                continue
+            try:
+                item()
+            except Exception:
+                log.exception("mock server task failed")
+
+    def _serve(self, conn: _Connection) -> None:
+        for _ in range(WORKER_BATCH):
+            with conn._lock:
+                if conn.closed.is_set():
+                    conn.pending.clear()
+                if not conn.pending:
+                    conn.scheduled = False
+                    resume = conn.paused
+                    conn.paused = False
+                    break
+                cmd = conn.pending.popleft()
+            try:
+                self._dispatch(conn, cmd)
+            except Exception:  # _dispatch answers every failure; this is the last guard
+                log.exception("request %d from %s failed", cmd.code, conn.peer)
+        else:
+            self._work.put(conn)  # still scheduled: others get a turn first
+            return
+        if resume:
+            self._want_write(conn)
 
     def _flush_loop(self) -> None:
         """The broker's periodic persist: offsets and configs reach the disk every few seconds."""
@@ -1596,45 +1914,60 @@ class MockServer:
 
     def _hold(
         self, conn: _Connection, req: RemotingCommand, role: _BrokerRole, params: _PullParams, deadline: float
-    ) -> None:
-        """Park a pull until a matching message arrives or its suspend time ends (§5.3)."""
+    ) -> bool:
+        """Park a pull until a matching message arrives or its suspend time ends (§5.3); False
+        when too many are parked already (the caller answers at once)."""
+        with self._arrival:
+            if len(self._held) >= MAX_HELD_PULLS:
+                return False
+            self._held.append(_HeldPull(conn, req, role, params, deadline, params.offset))
+            self._arrival.notify_all()
+        return True
 
-        def run() -> None:
-            try:
-                reply = self._held_pull(conn, req, role, params, deadline)
-                if reply is not None:
-                    conn.send(reply)
-            except Exception:
-                log.exception("held pull from %s failed", conn.peer)
-                conn.send(role.reply(req, ResponseCode.SYSTEM_ERROR, "held pull failed"))
-            finally:
-                with self._registry_lock:
-                    self._holders.discard(threading.current_thread())
+    def message_arrived(self) -> None:
+        """Wake the long-polling thread: a send stored messages."""
+        with self._arrival:
+            self._arrival.notify_all()
 
-        thread = threading.Thread(target=run, name=f"mock-hold-{conn.peer}", daemon=True)
-        with self._registry_lock:
-            self._holders.add(thread)
-        thread.start()
+    def _hold_loop(self) -> None:
+        """One thread for every held pull (the broker's PullRequestHoldService), not one each."""
+        while not self._stop.is_set():
+            with self._arrival:
+                if self._held:
+                    wait = min(h.deadline for h in self._held) - time.monotonic()
+                    self._arrival.wait(min(max(wait, 0.0), HOLD_SLICE_S))
+                else:
+                    self._arrival.wait(HOLD_SLICE_S)
+                held = list(self._held)
+            done = [h for h in held if self._check_held(h)]
+            if done:
+                with self._arrival:
+                    self._held = [h for h in self._held if h not in done]
 
-    def _held_pull(
-        self, conn: _Connection, req: RemotingCommand, role: _BrokerRole, params: _PullParams, deadline: float
-    ) -> RemotingCommand | None:
-        watermark = params.offset
-        while True:
-            if self._stop.is_set() or conn.closed.is_set():
-                return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            # Outside the server lock: the model's condition wakes us when the queue grows.
-            if not role.broker.wait_for_message(params.topic, params.queue_id, watermark, min(left, HOLD_SLICE_S)):
-                continue
+    def _check_held(self, held: _HeldPull) -> bool:
+        """Answer ``held`` if it can be answered now; True when it is finished."""
+        if held.conn.closed.is_set():
+            return True
+        try:
+            params, role = held.params, held.role
+            with self.lock:
+                grown = role.broker.max_offset(params.topic, params.queue_id) > held.watermark
+            expired = time.monotonic() >= held.deadline or self._stop.is_set()
+            if not grown and not expired:
+                return False
             outcome = role.read_held(params)
-            if outcome.status == "NO_MATCHED_MESSAGE" and outcome.next_begin_offset >= outcome.max_offset:
-                watermark = outcome.max_offset  # only unwanted tags arrived: keep holding, as the broker does
-                continue
-            return role.pull_reply(req, params, outcome)
-        return role.pull_reply(req, params, role.read_held(params))
+            if (
+                not expired
+                and outcome.status == "NO_MATCHED_MESSAGE"
+                and outcome.next_begin_offset >= outcome.max_offset
+            ):
+                held.watermark = outcome.max_offset  # only unwanted tags arrived: keep holding, as the broker does
+                return False
+            held.conn.send(role.pull_reply(held.req, params, outcome))
+        except Exception:
+            log.exception("held pull from %s failed", held.conn.peer)
+            held.conn.send(held.role.reply(held.req, ResponseCode.SYSTEM_ERROR, "held pull failed"))
+        return True
 
     # -- client registry ---------------------------------------------------------------------
 
@@ -1661,7 +1994,6 @@ class MockServer:
 
     def _connection_closed(self, conn: _Connection) -> None:
         with self._registry_lock:
-            self._conns.discard(conn)
             registrations = list(conn.registrations)
         roles = {r.name: r for r in self._roles if isinstance(r, _BrokerRole)}
         for broker, group, client_id in registrations:
@@ -1773,6 +2105,7 @@ def serve_store(
     acl: tuple[str, str] | None = None,
     tls: ssl.SSLContext | None = None,
     on_ready: Callable[[ServerReady], None] | None = None,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
 ) -> ServeReport:
     """Open (or create) the store at a ``mock://`` address and serve it until ``stop`` is set.
 
@@ -1780,7 +2113,7 @@ def serve_store(
     """
     cluster, created = open_store(address, brokers=brokers, version=broker_version, demo=demo)
     try:
-        server = MockServer(cluster, bind=bind, namesrv_port=port, acl=acl, tls=tls)
+        server = MockServer(cluster, bind=bind, namesrv_port=port, acl=acl, tls=tls, idle_timeout=idle_timeout)
         with server:
             ready = ServerReady(
                 address=address,

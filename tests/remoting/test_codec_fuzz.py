@@ -43,7 +43,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 
 
 def test_shallow_nesting_in_ext_values_still_decodes() -> None:
-    header = b'{"code":105,"extFields":{"x":' + b"[" * 10 + b"]" * 10 + b"},\"opaque\":7}"
+    header = b'{"code":105,"extFields":{"x":' + b"[" * 10 + b"]" * 10 + b'},"opaque":7}'
     (cmd,) = FrameDecoder().feed(frame(header))
     assert cmd.opaque == 7 and cmd.ext_fields["x"] == "[" * 10 + "]" * 10
 

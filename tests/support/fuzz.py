@@ -135,7 +135,9 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 def _nasty_ext(rng: random.Random, base: dict[str, str]) -> dict[str, object]:
     ext: dict[str, object] = dict(base)
     for _ in range(rng.randint(1, 3)):
-        key = rng.choice([*base, "topic", "consumerGroup", "group", "queueId", "offset", "commitOffset"]) if base else "x"
+        key = (
+            rng.choice([*base, "topic", "consumerGroup", "group", "queueId", "offset", "commitOffset"]) if base else "x"
+        )
         ext[key] = rng.choice(_NASTY_VALUES)
     return ext
 
