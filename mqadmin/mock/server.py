@@ -46,6 +46,7 @@ from mqadmin.message import encode_message, format_properties, java_string_hash,
 from mqadmin.mock.backend import DEMO_NAME, mock_root
 from mqadmin.mock.cluster import CLUSTER_FILE, DEFAULT_VERSION, MockCluster
 from mqadmin.mock.model import RETRY_PREFIX, ClientInfo, MockBroker, PullOutcome
+from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import BrokerData, Message, MessageQueue, QueueData, TopicRoute
 from mqadmin.remoting import acl as acl_sign
 from mqadmin.remoting.codec import BadFrame, FrameDecoder, FrameTooLarge, RemotingCommand, encode
@@ -817,7 +818,10 @@ class _BrokerRole(_Role):
                     born_host=conn.peer,
                     reconsume_times=reconsume,
                 )
-                stored.append(self.broker.put_message(msg))
+                try:
+                    stored.append(self.broker.put_message(msg))
+                except StoreWriteFailed as exc:
+                    raise self._store_unavailable(exc) from None
         self.server.count("messages_stored", len(stored))
         self.server.message_arrived()
         ext: dict[str, object] = {
@@ -831,6 +835,23 @@ class _BrokerRole(_Role):
         if uniq and self.server.v5:  # 4.x leaves it out for plain messages
             ext["transactionId"] = uniq
         return self.reply(req, ext=ext)
+
+    def _store_unavailable(self, exc: StoreWriteFailed) -> errors.BrokerError:
+        """What a put that the store could not write answers: SERVICE_NOT_AVAILABLE with the
+        disk-full remark (SendMessageProcessor.handlePutMessageResult); the store has rolled
+        back to its last whole record, so the next send may succeed."""
+        log.warning("broker %s could not store a message: %s", self.name, exc)
+        try:
+            usage = shutil.disk_usage(self.broker.store.root)
+            used = 100.0 * (usage.total - usage.free) / usage.total if usage.total else 100.0
+        except OSError:
+            used = 100.0
+        ratios = f"CL: {used:5.2f} CQ: {used:5.2f} INDEX: {used:5.2f}"
+        return _bad(
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            "service not available now. It may be caused by one of the following reasons: "
+            f"the broker's disk is full [{ratios}], messages are put to the slave, message store has been shut down, etc.",
+        )
 
     def pull(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand | None:
         """PULL_MESSAGE with §5.3's status mapping; PULL_NOT_FOUND with SUSPEND is held (long polling)."""
@@ -941,7 +962,10 @@ class _BrokerRole(_Role):
             max_times = self._int(req, "maxReconsumeTimes", -1)
             if req.version < MQVersion.V3_4_9 or max_times < 0:
                 max_times = int(self.broker.groups[group].get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
-            self.broker.send_back(group, offset, delay, max_times)
+            try:
+                self.broker.send_back(group, offset, delay, max_times)
+            except StoreWriteFailed as exc:
+                raise self._store_unavailable(exc) from None
         self.server.count("messages_stored")
         self.server.message_arrived()
         return self.reply(req)
