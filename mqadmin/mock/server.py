@@ -762,7 +762,8 @@ class _BrokerRole(_Role):
         born = self._int(probe, "bornTimestamp", 0, long=True)
         reconsume = self._int(probe, "reconsumeTimes", 0)
         self._int(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
-        props = parse_properties(header.get("properties") or "")
+        # Stored as Java stores them: UTF-8, a lone surrogate as "?"
+        props = parse_properties((header.get("properties") or "").encode("utf-8", "replace").decode("utf-8"))
         if req.code == RequestCode.SEND_BATCH_MESSAGE:
             items = [(flag, body, {**props, **own}) for flag, body, own in _split_batch(req.body)]
         else:

@@ -243,7 +243,8 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         bean["remark"] = cmd.remark
     bean["serializeTypeCurrentRPC"] = SerializeType.JSON.name
     bean["version"] = cmd.version
-    return fastjson.dumps(bean).encode("utf-8")
+    # A lone surrogate (sent to us as "\ud800") becomes "?", as Java's String.getBytes(UTF_8) writes it.
+    return fastjson.dumps(bean).encode("utf-8", "replace")
 
 
 def _java_order(key: str) -> bytes:
@@ -270,11 +271,11 @@ def _binary_header(cmd: RemotingCommand) -> bytes:
     lang = _language_byte(cmd.language)
     _check_range("language", lang, _INT8_MIN, _INT8_MAX)
     parts = [_BINARY_FIXED.pack(cmd.code, lang, cmd.version, cmd.opaque, cmd.flag)]
-    remark = (cmd.remark or "").encode("utf-8")  # Java writes an empty remark as length 0
+    remark = (cmd.remark or "").encode("utf-8", "replace")  # Java writes an empty remark as length 0
     parts += [_INT.pack(len(remark)), remark]
     entries: list[bytes] = []
     for key in sorted(cmd.ext_fields, key=_java_order):
-        kb, vb = key.encode("utf-8"), ext_value(cmd.ext_fields[key]).encode("utf-8")
+        kb, vb = key.encode("utf-8", "replace"), ext_value(cmd.ext_fields[key]).encode("utf-8", "replace")
         _check_range("extFields key length", len(kb), 0, _INT16_MAX)
         entries += [_SHORT.pack(len(kb)), kb, _INT.pack(len(vb)), vb]
     block = b"".join(entries)
