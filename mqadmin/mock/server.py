@@ -129,6 +129,8 @@ MAX_PROPERTIES_SIZE: Final = 32767
 #: auto-created topics are capped, at defaultTopicQueueNums); the mock caps them so that one
 #: request cannot make every later stats or route request slow (an mqadmin limit).
 MAX_QUEUE_NUMS: Final = 1024
+#: queues a per-queue request (topic stats) reads under the server lock before letting others in
+LOCK_SLICE_QUEUES: Final = 64
 #: Java header fields are int or long; a value outside them fails Java's parse
 INT32_RANGE: Final = (-(2**31), 2**31 - 1)
 INT64_RANGE: Final = (-(2**63), 2**63 - 1)
@@ -1095,14 +1097,18 @@ class _BrokerRole(_Role):
             cfg = self.broker.topic_config(topic)
             if cfg is None:
                 raise _bad(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-            for qid in range(int(cfg["writeQueueNums"])):
-                lo, hi = self.broker.min_offset(topic, qid), self.broker.max_offset(topic, qid)
-                last = self.broker.store_time_at(topic, qid, hi - 1) if hi > 0 else None
-                table[MessageQueue(topic, self.name, qid)] = {
-                    "lastUpdateTimestamp": last or 0,
-                    "maxOffset": max(hi, 0),
-                    "minOffset": max(lo, 0),
-                }
+            queues = int(cfg["writeQueueNums"])
+        for first in range(0, queues, LOCK_SLICE_QUEUES):
+            # A slice at a time: a wide topic must not keep a route request waiting for all of it.
+            with self.lock:
+                for qid in range(first, min(first + LOCK_SLICE_QUEUES, queues)):
+                    lo, hi = self.broker.min_offset(topic, qid), self.broker.max_offset(topic, qid)
+                    last = self.broker.store_time_at(topic, qid, hi - 1) if hi > 0 else None
+                    table[MessageQueue(topic, self.name, qid)] = {
+                        "lastUpdateTimestamp": last or 0,
+                        "maxOffset": max(hi, 0),
+                        "minOffset": max(lo, 0),
+                    }
         doc = {"offsetTable": table, "topicPutTps": 0.0}
         return self.reply(req, body=fastjson.dumps(doc).encode())
 
