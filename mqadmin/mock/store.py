@@ -41,7 +41,7 @@ class StoreWriteFailed(StoreError):
 
 
 #: every store write goes through here: a fault point tests replace to simulate a full disk
-_os_write: Callable[[int, bytes], int] = os.write
+_os_write: Callable[[int, memoryview], int] = os.write
 
 
 def _append_file(path: Path, expected_size: int, data: bytes, what: str) -> None:
