@@ -96,3 +96,9 @@ def test_the_store_never_joins_an_illegal_name_into_a_path(tmp_path: Path) -> No
         with pytest.raises(errors.StoreError):
             store.put(Message(topic=topic, body=b"x", queue_id=qid))
     assert not [p for p in tmp_path.rglob("*") if "escaped" in p.name]
+
+
+@pytest.mark.parametrize("target", ["topic:../escaped", "group:x/../escaped", "topic:" + "t" * 128])
+def test_replay_send_targets_follow_the_name_rule(cli: Callable[..., CliResult], target: str) -> None:
+    result = cli("rangeReplay", "-n", "127.0.0.1:1", "-t", "TopicTest", "-b", "-1h", "--to", target, "--timeout", "1")
+    assert result.code == 2 and "The specified" in result.stderr, result.stderr
