@@ -845,7 +845,7 @@ class _BrokerRole(_Role):
                 except StoreWriteFailed as exc:
                     raise self._store_unavailable(exc) from None
         self.server.count("messages_stored", len(stored))
-        self.server.message_arrived()
+        self.server.message_arrived(self.name, topic, qid)
         ext: dict[str, object] = {
             "msgId": ",".join(m.msg_id for m in stored),
             "queueId": qid,
@@ -985,11 +985,11 @@ class _BrokerRole(_Role):
             if req.version < MQVersion.V3_4_9 or max_times < 0:
                 max_times = int(self.broker.groups[group].get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
             try:
-                self.broker.send_back(group, offset, delay, max_times)
+                copy = self.broker.send_back(group, offset, delay, max_times)
             except StoreWriteFailed as exc:
                 raise self._store_unavailable(exc) from None
         self.server.count("messages_stored")
-        self.server.message_arrived()
+        self.server.message_arrived(self.name, copy.topic, copy.queue_id)
         return self.reply(req)
 
     # -- offsets -----------------------------------------------------------------------------
@@ -1562,8 +1562,11 @@ class MockServer:
         self._waker_r.setblocking(False)
         self._waker_w.setblocking(False)
         self._woken = False
-        #: long-polled pulls waiting for messages (under _arrival)
-        self._held: list[_HeldPull] = []
+        #: long-polled pulls waiting for messages, by (broker, topic, queue), and the queues
+        #: that received messages since the long-polling thread last looked (both under _arrival)
+        self._held: dict[tuple[str, str, int], list[_HeldPull]] = {}
+        self._held_count = 0
+        self._arrived: set[tuple[str, str, int]] = set()
         self._arrival = threading.Condition()
         self._accept_failures = _RateLimitedLog(ACCEPT_LOG_INTERVAL_S)
         self._last_trim = 0.0
@@ -1826,11 +1829,6 @@ class MockServer:
         for conn in idle:
             log.info("closing %s: idle for %.0f s", conn.peer, self.idle_timeout)
             conn.close()
-        if idle:
-            self._apply_dirty_later()
-
-    def _apply_dirty_later(self) -> None:
-        self._wake()
 
     def _forget(self, conn: _Connection) -> None:
         """The last step of a connection: free its buffers, then let the roles forget its clients."""
@@ -1969,41 +1967,61 @@ class MockServer:
     ) -> bool:
         """Park a pull until a matching message arrives or its suspend time ends (§5.3); False
         when too many are parked already (the caller answers at once)."""
+        key = (role.name, params.topic, params.queue_id)
         with self._arrival:
-            if len(self._held) >= MAX_HELD_PULLS:
+            if self._held_count >= MAX_HELD_PULLS:
                 return False
-            self._held.append(_HeldPull(conn, req, role, params, deadline, params.offset))
+            self._held.setdefault(key, []).append(_HeldPull(conn, req, role, params, deadline, params.offset))
+            self._held_count += 1
+            self._arrived.add(key)  # look once at once: a message may have come in meanwhile
             self._arrival.notify_all()
         return True
 
-    def message_arrived(self) -> None:
-        """Wake the long-polling thread: a send stored messages."""
+    def message_arrived(self, broker: str, topic: str, queue_id: int) -> None:
+        """Tell the long-polling thread that a queue grew (every write goes through a handler)."""
         with self._arrival:
+            self._arrived.add((broker, topic, queue_id))
             self._arrival.notify_all()
 
     def _hold_loop(self) -> None:
-        """One thread for every held pull (the broker's PullRequestHoldService), not one each."""
+        """One thread for every held pull (the broker's PullRequestHoldService), not one each:
+        it looks at the queues that grew, and sweeps for expired pulls every HOLD_SLICE_S."""
+        next_sweep = time.monotonic()
         while not self._stop.is_set():
             with self._arrival:
-                if self._held:
-                    wait = min(h.deadline for h in self._held) - time.monotonic()
-                    self._arrival.wait(min(max(wait, 0.0), HOLD_SLICE_S))
-                else:
-                    self._arrival.wait(HOLD_SLICE_S)
-                held = list(self._held)
-            done = [h for h in held if self._check_held(h)]
+                if not self._arrived:
+                    self._arrival.wait(max(0.0, min(HOLD_SLICE_S, next_sweep - time.monotonic())))
+                grown, self._arrived = self._arrived, set()
+                #: id -> (held pull, whether its queue grew)
+                candidates = {id(h): (h, True) for key in grown for h in self._held.get(key, ())}
+                now = time.monotonic()
+                if now >= next_sweep:
+                    next_sweep = now + HOLD_SLICE_S
+                    for held in self._held.values():
+                        for h in held:
+                            if id(h) not in candidates and (h.deadline <= now or h.conn.closed.is_set()):
+                                candidates[id(h)] = (h, False)
+            done = {key for key, (h, look) in candidates.items() if self._check_held(h, look)}
             if done:
                 with self._arrival:
-                    self._held = [h for h in self._held if h not in done]
+                    for key in list(self._held):
+                        left = [h for h in self._held[key] if id(h) not in done]
+                        self._held_count -= len(self._held[key]) - len(left)
+                        if left:
+                            self._held[key] = left
+                        else:
+                            del self._held[key]
 
-    def _check_held(self, held: _HeldPull) -> bool:
-        """Answer ``held`` if it can be answered now; True when it is finished."""
+    def _check_held(self, held: _HeldPull, look: bool) -> bool:
+        """Answer ``held`` if it can be answered now (``look``: its queue grew); True when finished."""
         if held.conn.closed.is_set() or self._stop.is_set():
             return True  # a stopping server goes away without answering, as a broker does
         try:
             params, role = held.params, held.role
-            with self.lock:
-                grown = role.broker.max_offset(params.topic, params.queue_id) > held.watermark
+            grown = False
+            if look:
+                with self.lock:
+                    grown = role.broker.max_offset(params.topic, params.queue_id) > held.watermark
             expired = time.monotonic() >= held.deadline
             if not grown and not expired:
                 return False

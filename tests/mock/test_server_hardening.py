@@ -328,3 +328,33 @@ def test_server_keeps_a_fixed_thread_count_for_many_connections(serve: Serve) ->
     finally:
         for sock in socks:
             sock.close()
+
+
+def test_many_held_pulls_share_one_thread_and_wake_on_a_send(serve: Serve, clients: Clients) -> None:
+    server = serve()
+    addr = server.broker_addrs["broker-a"]
+    before = _server_threads()
+    consumers = [clients(addr) for _ in range(50)]
+    ext = {
+        "consumerGroup": GROUP,
+        "topic": TOPIC,
+        "queueId": 1,
+        "queueOffset": 0,
+        "maxMsgNums": 32,
+        "sysFlag": 0x4 | 0x2,  # subscription + suspend
+        "suspendTimeoutMillis": 20_000,
+        "subscription": "*",
+    }
+    opaques = [c.send(RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)) for c in consumers]
+    wait_until(lambda: server._held_count == 50, 10)
+    assert _server_threads() == before
+    started = time.monotonic()
+    assert send_v2(clients(addr), TOPIC, 1, b"wake").code == ResponseCode.SUCCESS
+    replies = [c.wait(o, timeout=10) for c, o in zip(consumers, opaques, strict=True)]
+    assert [r.code for r in replies] == [ResponseCode.SUCCESS] * 50
+    assert time.monotonic() - started < 5, "held pulls were not woken by the send"
+    other = clients(addr)
+    held_other = other.send(
+        RemotingCommand.request(RequestCode.PULL_MESSAGE, {**ext, "queueId": 0, "suspendTimeoutMillis": 500})
+    )
+    assert other.wait(held_other, timeout=10).code == ResponseCode.PULL_NOT_FOUND  # its own queue stayed empty
