@@ -10,7 +10,9 @@ holds N idle connections and reports the server's threads and RSS, and the laten
 request on a fresh connection while they are held, against a baseline with none held. Part 2
 creates the widest topic the server allows (--queues, default the server's MAX_QUEUE_NUMS) and
 measures route-request latency on the name server while another client fetches that topic's
-stats (GET_TOPIC_STATS_INFO) in a loop, against the same latency with no stats running. The
+stats (GET_TOPIC_STATS_INFO) in a loop, against the same latency with no stats running. Part 3
+pipelines route requests on a connection that never reads until the server cuts it, and
+reports the server's RSS before, at its peak and 2 s after (memory kept after a bad client). The
 soft file-descriptor limit is raised to the hard limit in both processes; N beyond what it
 allows is skipped. Medians (and p99) of the requests of each part; ratios against the baseline
 measured in the same run.
@@ -187,6 +189,44 @@ def stats_part(addrs: dict[str, str], queues: int, queries: int) -> None:
     print(f"stats request itself: {summary(stats_ms)}  ({len(stats_ms)} fetched)")
 
 
+def unread_part(pid: int, addrs: dict[str, str]) -> None:
+    print("\n== a client that never reads its replies: server RSS before, at the cut, after ==")
+    _, rss_before = proc_status(pid)
+    # Wide replies: with small ones (routes) loopback TCP stalls the sender long before 64 MiB pile up.
+    host, port = addrs["broker"].rsplit(":", 1)
+    request = encode(RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": WIDE}))
+    peak = [rss_before]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.05):
+            peak.append(proc_status(pid)[1])
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        cut = False
+        while time.monotonic() - started < 120:
+            try:
+                sock.sendall(request * 50)
+            except TimeoutError:
+                continue
+            except OSError:
+                cut = True
+                break
+    time.sleep(2.0)
+    sampling.set()
+    sampler.join()
+    _, rss_after = proc_status(pid)
+    what = "cut" if cut else "NOT cut within 120 s"
+    print(
+        f"RSS {rss_before:.1f} MB before, peak {max(peak):.1f} MB, {rss_after:.1f} MB 2 s after the client was {what} "
+        f"(+{rss_after - rss_before:.1f} MB kept)"
+    )
+
+
 def fuzz_part(inputs: int) -> None:
     from mqadmin.remoting.codec import BadFrame
     from tests.support.fuzz import codec_inputs
@@ -211,6 +251,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200, help="route requests per measurement")
     parser.add_argument("--queues", type=int, default=0, help="queues of the wide topic (0: MAX_QUEUE_NUMS)")
     parser.add_argument("--server-src", type=Path, help="run the server from this source tree")
+    parser.add_argument("--no-unread", action="store_true", help="skip the never-reading client")
     parser.add_argument("--fuzz-inputs", type=int, default=0, help="also run this many codec fuzz inputs")
     args = parser.parse_args()
     queues = args.queues
@@ -235,6 +276,8 @@ def main() -> int:
             print(f"server from {src}, load average {os.getloadavg()[0]:.1f}")
             idle_part(child.pid, addrs, args.idle, args.queries)
             stats_part(addrs, queues, args.queries)
+            if not args.no_unread:
+                unread_part(child.pid, addrs)
         finally:
             assert child.stdin is not None
             child.stdin.close()
