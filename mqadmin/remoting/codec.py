@@ -39,8 +39,6 @@ __all__ = [
     "ext_value",
 ]
 
-#: deepest array/object nesting a JSON header may have; the parser's recursion must stay bounded
-MAX_JSON_DEPTH: Final = 64
 # Java's default frame limit (com.rocketmq.remoting.frameMaxLength), length field included.
 FRAME_MAX_LENGTH: Final = 16 * 1024 * 1024
 LENGTH_FIELD_SIZE: Final = 4
@@ -336,40 +334,10 @@ def _int_field(header: Mapping[str, Any], name: str, default: int) -> int:
     return number
 
 
-def _json_depth_ok(data: bytes) -> bool:
-    """Whether no array or object nests deeper than MAX_JSON_DEPTH (a real header nests 2).
-
-    Counts brackets outside strings, cheaply: only headers holding many brackets are scanned.
-    """
-    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
-        return True
-    depth = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                return False
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return True
-
-
 def _decode_json_header(data: bytes) -> RemotingCommand:
-    if not _json_depth_ok(data):
-        raise BadFrame(f"JSON header nests deeper than {MAX_JSON_DEPTH}")
     try:
         header = json.loads(data.decode("utf-8", "replace"))
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # the C parser bounds its own nesting with RecursionError
         raise BadFrame(f"unparsable JSON header: {exc}") from None
     if not isinstance(header, dict) or "code" not in header:
         raise BadFrame("JSON header is not an object with a code")
@@ -459,7 +427,10 @@ def _decode_binary_header(data: bytes) -> RemotingCommand:
 def decode_header(data: bytes, serialize_type: int) -> RemotingCommand:
     """A command (without body) from header bytes of the given type."""
     if serialize_type == SerializeType.JSON:
-        return _decode_json_header(data)
+        try:
+            return _decode_json_header(data)
+        except RecursionError:  # a nested value re-encoded for extFields or remark (_coerce_ext)
+            raise BadFrame("JSON header nests too deep") from None
     if serialize_type == SerializeType.ROCKETMQ:
         return _decode_binary_header(data)
     raise BadFrame(f"unknown serialize type {serialize_type}")
