@@ -77,9 +77,9 @@ DEFAULT_BIND: Final = "127.0.0.1"
 DEFAULT_BROKER_COUNT: Final = 2
 #: the broker persists consumer offsets every 5 s (flushConsumerOffsetInterval); so do we
 FLUSH_INTERVAL_S: Final = 5.0
-#: how often the acceptor looks up from select() to notice a stop
+#: how often serve_store looks at its stop event (x5)
 ACCEPT_POLL_S: Final = 0.2
-#: a held pull re-checks for a stop or a closed peer this often while it waits for messages
+#: held pulls are swept for expiry and closed peers this often
 HOLD_SLICE_S: Final = 0.2
 #: clients wait 30 s for a pull they ask the broker to hold 15 s; never hold longer than that
 MAX_SUSPEND_MS: Final = 15_000
