@@ -102,3 +102,18 @@ def test_the_store_never_joins_an_illegal_name_into_a_path(tmp_path: Path) -> No
 def test_replay_send_targets_follow_the_name_rule(cli: Callable[..., CliResult], target: str) -> None:
     result = cli("rangeReplay", "-n", "127.0.0.1:1", "-t", "TopicTest", "-b", "-1h", "--to", target, "--timeout", "1")
     assert result.code == 2 and "The specified" in result.stderr, result.stderr
+
+
+def test_a_store_naming_a_broker_folder_outside_itself_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from mqadmin.mock.cluster import CLUSTER_FILE, MockCluster
+
+    MockCluster.create(tmp_path / "store", ("broker-a",)).close()
+    meta_path = tmp_path / "store" / CLUSTER_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["brokers"] = ["../escaped"]
+    meta_path.write_text(json.dumps(meta))
+    (tmp_path / "escaped").mkdir()
+    with pytest.raises(errors.UsageError, match="cannot be a folder of the store"):
+        MockCluster(tmp_path / "store", writable=True)

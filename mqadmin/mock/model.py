@@ -27,6 +27,10 @@ DLQ_PREFIX = "%DLQ%"
 TPS_WINDOW_S = 60
 
 
+#: no record is larger (4 MiB body + 32 KiB properties + header, with room to spare)
+MAX_RECORD_SIZE = 8 * 1024 * 1024
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -506,6 +510,8 @@ class MockBroker:
         try:
             head = self.store.commitlog.read(commitlog_offset, 4)
             size = int.from_bytes(head, "big", signed=True)
+            if not 0 < size <= MAX_RECORD_SIZE:  # not the start of a record: never read gigabytes
+                raise ValueError(size)
             msg, _ = decode_message(self.store.commitlog.read(commitlog_offset, size), decompress=False)
         except (errors.StoreError, ValueError):
             raise errors.SystemError_(f"can not find message by the offset, {commitlog_offset}", self.addr) from None

@@ -1911,10 +1911,15 @@ class MockServer:
 
     def _flush_loop(self) -> None:
         """The broker's periodic persist: offsets and configs reach the disk every few seconds."""
+        failures = _RateLimitedLog(ACCEPT_LOG_INTERVAL_S)
         while not self._stop.wait(FLUSH_INTERVAL_S):
             try:
                 with self.lock:
                     self.cluster.flush()
+            except (OSError, errors.StoreError) as exc:  # a full disk: one line now and then, retried
+                suppressed = failures.hit()
+                if suppressed is not None:
+                    log.warning("periodic flush of the mock store failed: %s (%d more since)", exc, suppressed)
             except Exception:
                 log.exception("periodic flush of the mock store failed")
 

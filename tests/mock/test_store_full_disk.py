@@ -8,8 +8,10 @@ with every acknowledged message readable by a record-by-record scan from offset 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,3 +177,38 @@ def test_full_disk_while_rolling_to_a_new_file(tmp_path: Path, disk: Disk) -> No
     acked += [store.put(message(1000 + i)).properties["KEYS"] for i in range(3)]
     assert [m.properties["KEYS"] for m in scan(tmp_path / "commitlog")] == acked
     assert store.commitlog.write_position() > FILE_SIZE
+
+
+def test_config_flushes_on_a_full_disk_log_one_line_and_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import mqadmin.mock.server as server_module
+
+    monkeypatch.setattr(server_module, "FLUSH_INTERVAL_S", 0.05)
+    real_write = store_module.atomic_write
+    full = [True]
+
+    def atomic_write(path: Path, text: str, **kwargs: object) -> None:
+        if full[0]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real_write(path, text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "atomic_write", atomic_write)
+    caplog.set_level(logging.WARNING, logger="mqadmin.mock.server")
+    cluster = MockCluster.create(tmp_path / "store", ("broker-a",), version="4.9.8")
+    cluster.create_topic("TopicTest", 1)
+    with MockServer(cluster, namesrv_port=0) as server:
+        client = RawClient(server.broker_addrs["broker-a"])
+        ext = {"consumerGroup": "g", "topic": "TopicTest", "queueId": 0, "commitOffset": 5}
+        assert client.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext).code == ResponseCode.SUCCESS
+        time.sleep(0.6)  # about ten failed flushes
+        flush_lines = [r for r in caplog.records if "periodic flush" in r.getMessage()]
+        assert len(flush_lines) == 1 and not flush_lines[0].exc_info
+        full[0] = False  # space returns: the next flush writes the offsets
+        path = tmp_path / "store" / "broker-a" / "config" / "consumerOffset.json"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (path.exists() and "TopicTest@g" in path.read_text()):
+            time.sleep(0.05)
+        assert "TopicTest@g" in path.read_text()
+        client.close()
+    cluster.close()
