@@ -19,6 +19,20 @@ measured in the same run.
 
 ``--server-src DIR`` runs the server from another source tree (e.g. ``git archive`` of an older
 commit), to compare before and after on the same machine in one sitting.
+
+Measured here (2 shared cores, load average 5-6; medians of 3-4 runs; "before" is the
+thread-per-connection server, run from its tree in the same sitting):
+
+    idle connections held       0        1,000           10,000
+    server threads, before      3        2,005           20,005
+    server threads, after       12       12              12
+    server RSS MB, before       24.3     61.9            400.9
+    server RSS MB, after        27.0     30.7            65.7
+    route latency, after        ~0.1 ms median with any of them held (x0.6-1.1 of none held)
+
+    route while another client loops GET_TOPIC_STATS_INFO of the widest topic:
+    before, 100,000 queues: stats 3.4 s each, route p99 755 ms
+    after, 1,024 queues (the cap): stats 6-10 ms, route median 0.08-0.16 ms, p99 6-12 ms
 """
 
 from __future__ import annotations
