@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from mqadmin.errors import UsageError
 from mqadmin.registry import Opt
 from mqadmin.replay import DEFAULT_SLICE_SIZE
 from mqadmin.timeparse import FORMATS_HELP
 
-GROUP = Opt("group", ("-g", "--group", "--groupName"), "Consumer group", metavar="GROUP")
-TOPIC = Opt("topic", ("-t", "--topic", "--topicName"), "Topic", metavar="TOPIC")
+GROUP = Opt("group", ("-g", "--group", "--groupName"), "Consumer group", metavar="GROUP", names="group")
+TOPIC = Opt("topic", ("-t", "--topic", "--topicName"), "Topic", metavar="TOPIC", names="topic")
 TIMESTAMP = Opt("timestamp", ("-s", "--timestamp"), f"Time: {FORMATS_HELP}", metavar="TIME")
 YES = Opt("yes", ("--yes", "-y"), "Do not ask for confirmation (mqadmin extension)", kind=bool, default=False)
 DRY_RUN = Opt(
@@ -23,7 +25,7 @@ BACKUP = Opt(
 
 
 def required(opt: Opt) -> Opt:
-    return Opt(opt.dest, opt.flags, opt.help, opt.kind, opt.default, True, opt.metavar, opt.choices)
+    return dataclasses.replace(opt, required=True)
 
 
 LOCAL_STORE = Opt(

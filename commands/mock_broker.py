@@ -120,6 +120,15 @@ class MockBrokerCommand(SubCommand):
         Opt("acl", ("--acl",), "Require requests signed with this access key pair", metavar="AK:SK"),
         Opt("tls_cert", ("--tls-cert",), "PEM certificate: also speak TLS (plaintext still works)", metavar="FILE"),
         Opt("tls_key", ("--tls-key",), "PEM private key for --tls-cert (if not in the same file)", metavar="FILE"),
+        Opt(
+            "idle_timeout",
+            ("--idle-timeout",),
+            "Close a connection silent both ways for this many seconds, as a broker does "
+            "(serverChannelMaxIdleTimeSeconds); 0 never closes one",
+            kind=float,
+            default=120.0,
+            metavar="SECONDS",
+        ),
     )
 
     def execute(self, ctx: Context, **params: Any) -> MockBrokerResult:
@@ -131,6 +140,9 @@ class MockBrokerCommand(SubCommand):
         if key and not cert:
             raise errors.UsageError("--tls-key needs --tls-cert")
         tls = tls_context(cert, key) if cert else None
+        idle_timeout = float(params.get("idle_timeout", 120.0))
+        if idle_timeout < 0:
+            raise errors.UsageError(f"--idle-timeout must be 0 or more seconds, not {idle_timeout:g}")
         port = int(params.get("port", DEFAULT_PORT))
         if not 0 <= port <= 65535:
             raise errors.UsageError(f"--port must be 0..65535, not {port}")
@@ -162,6 +174,7 @@ class MockBrokerCommand(SubCommand):
                 acl=acl,
                 tls=tls,
                 on_ready=ready,
+                idle_timeout=idle_timeout,
             )
         info = report.ready
         return MockBrokerResult(

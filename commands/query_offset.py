@@ -281,7 +281,7 @@ class QueryOffsetCommand(SubCommand):
 
     name = "queryOffset"
     options = (
-        Opt("topic", TOPIC.flags, "Topic, or several: A,B,C", metavar="TOPIC"),
+        Opt("topic", TOPIC.flags, "Topic, or several: A,B,C", metavar="TOPIC", names="topic", several=True),
         Opt(
             "all_topics",
             ("--all-topics",),
@@ -289,7 +289,7 @@ class QueryOffsetCommand(SubCommand):
             kind=bool,
             default=False,
         ),
-        Opt("group", GROUP.flags, "Consumer group, or several: G1,G2", metavar="GROUP"),
+        Opt("group", GROUP.flags, "Consumer group, or several: G1,G2", metavar="GROUP", names="group", several=True),
         TIMESTAMP,
         Opt(
             "time_field",

@@ -114,6 +114,8 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
             raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
+        if opt.names and isinstance(params.get(opt.dest), str):
+            _check_names(opt, params[opt.dest])
     fmt = "json" if common.get("json_") else common.get("output", "table")
     if fmt not in FORMATS:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -147,6 +149,19 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     partial = getattr(result, "failure", None)
     if partial:
         raise MqadminError(partial)
+
+
+def _check_names(opt: Opt, value: str) -> None:
+    """-g/-t values must be names a broker accepts (TopicValidator); a bad one is exit 2, before
+    any request."""
+    from mqadmin import names
+
+    check = names.group_problem if opt.names == "group" else names.topic_problem
+    parts = [p.strip() for p in value.split(",") if p.strip()] if opt.several else [value]
+    for part in parts or [value]:
+        problem = check(part)
+        if problem:
+            raise UsageError(f"{opt.flags[0]} {part!r}: {problem}")
 
 
 class MqadminGroup(typer.core.TyperGroup):

@@ -103,12 +103,17 @@ _CONSTANTS: Final[dict[str, Any]] = {
 }
 
 
+#: deepest nesting loads() accepts: far beyond any RocketMQ body, far below Python's recursion limit
+MAX_DEPTH: Final = 200
+
+
 class _Parser:
     """Recursive descent over one text; values are built bottom-up."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def fail(self, msg: str, pos: int | None = None) -> FastjsonDecodeError:
         return FastjsonDecodeError(msg, self.text, self.pos if pos is None else pos)
@@ -124,10 +129,13 @@ class _Parser:
         if self.pos >= len(self.text):
             raise self.fail("Expecting value")
         ch = self.text[self.pos]
-        if ch == "{":
-            return self.obj(as_key)
-        if ch == "[":
-            return self.array(as_key)
+        if ch in "{[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(f"Nesting deeper than {MAX_DEPTH}")
+            value = self.obj(as_key) if ch == "{" else self.array(as_key)
+            self.depth -= 1
+            return value
         if ch == '"':
             return self.string()
         if ch == "-" or ch.isdigit():

@@ -37,6 +37,10 @@ class Opt:
     required: bool = False
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
+    #: "topic" or "group": the value is checked with the broker's name rule before any request
+    names: str | None = None
+    #: the value may list several names, comma-separated
+    several: bool = False
 
     @property
     def short(self) -> str | None:

@@ -78,6 +78,7 @@ complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l b
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l acl -r -d 'Require requests signed with this access key pair'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l tls-cert -r -F -d 'PEM certificate: also speak TLS (plaintext still works)'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l tls-key -r -F -d 'PEM private key for --tls-cert (if not in the same file)'
+complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l idle-timeout -r -d 'Close a connection silent both ways for this many seconds, as a broker does (serverChannelMaxIdleTimeSeconds); 0 never closes one'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -s h -l help -d 'Show this message and exit.'
 complete -c mqadmin -n '__fish_seen_subcommand_from queryOffset query-offset' -s t -l topic -l topicName -r -d 'Topic, or several: A,B,C'
 complete -c mqadmin -n '__fish_seen_subcommand_from queryOffset query-offset' -l all-topics -d 'Every topic but %RETRY%, %DLQ% and system topics (mqadmin extension)'

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
-from mqadmin import errors
+from mqadmin import errors, names
 from mqadmin.admin import BrokerInfo, default_home
 from mqadmin.message import iter_messages
 from mqadmin.mock.cluster import MockCluster
@@ -101,6 +101,15 @@ class MockAdmin:
             raise errors.ConnectError(f"no broker named {name!r} in {self.address}")
         return broker
 
+    @staticmethod
+    def _check(topic: str | None = None, group: str | None = None) -> None:
+        """The broker's name rule (TopicValidator), before a name can reach the store's paths."""
+        problem = (names.topic_problem(topic) if topic is not None else None) or (
+            names.group_problem(group) if group is not None else None
+        )
+        if problem:
+            raise errors.InvalidParameter(problem)
+
     # routing
     def topic_route(self, topic: str) -> TopicRoute:
         route = self.cluster.topic_route(topic)
@@ -119,19 +128,24 @@ class MockAdmin:
 
     # queue offsets
     def min_offset(self, mq: MessageQueue) -> int:
+        self._check(mq.topic)
         return self._broker(mq.broker_name).min_offset(mq.topic, mq.queue_id)
 
     def max_offset(self, mq: MessageQueue) -> int:
+        self._check(mq.topic)
         return self._broker(mq.broker_name).max_offset(mq.topic, mq.queue_id)
 
     def search_offset(self, mq: MessageQueue, ts_ms: int) -> int:
+        self._check(mq.topic)
         return self._broker(mq.broker_name).search_offset(mq.topic, mq.queue_id, ts_ms)
 
     def earliest_store_time(self, mq: MessageQueue) -> int:
+        self._check(mq.topic)
         return self._broker(mq.broker_name).earliest_store_time(mq.topic, mq.queue_id)
 
     # consumer offsets
     def consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
+        self._check(mq.topic, group)
         try:
             return self._broker(mq.broker_name).query_consumer_offset(
                 group, mq.topic, mq.queue_id, set_zero_if_not_found=False
@@ -140,6 +154,7 @@ class MockAdmin:
             return None
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self._check(mq.topic, group)
         self._broker(mq.broker_name).update_consumer_offset(group, mq.topic, mq.queue_id, offset)
 
     # group state
@@ -154,6 +169,7 @@ class MockAdmin:
         return [self._broker(n) for n in names]
 
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        self._check(topic, group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
         for broker in self._stats_brokers(group, topic):
@@ -193,6 +209,7 @@ class MockAdmin:
         offset: int = -1,
         cplus: bool = False,
     ) -> dict[MessageQueue, int]:
+        self._check(topic, group)
         route = self.topic_route(topic)
         names = [broker_name] if broker_name else [b.broker_name for b in route.brokers]
         out: dict[MessageQueue, int] = {}
@@ -203,6 +220,7 @@ class MockAdmin:
 
     # messages
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
+        self._check(mq.topic)
         broker = self._broker(mq.broker_name)
         if broker.topic_config(mq.topic) is None:  # as a broker answers PULL_MESSAGE
             raise errors.TopicNotExist(f"topic[{mq.topic}] not exist, apply first please!", broker.addr)
@@ -213,6 +231,7 @@ class MockAdmin:
         return PullResult(outcome.status, outcome.next_begin_offset, outcome.min_offset, outcome.max_offset, messages)
 
     def send(self, topic: str, message: Message, queue: MessageQueue | None = None) -> SendResult:
+        self._check(topic)
         if queue is None:
             route = self.topic_route(topic)
             writable = [MessageQueue(topic, q.broker_name, i) for q in route.queues for i in range(q.write_queue_nums)]
@@ -223,6 +242,7 @@ class MockAdmin:
         return SendResult(stored.msg_id, queue, stored.queue_offset, stored.uniq_key)
 
     def send_back(self, group: str, message: Message, delay_level: int = 0) -> None:
+        self._check(group=group)
         self._broker(message.broker_name).send_back(group, message.commitlog_offset, delay_level)
 
     def close(self) -> None:

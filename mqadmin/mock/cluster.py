@@ -45,6 +45,8 @@ class MockCluster:
             self._acquire_lock()
         self.brokers: dict[str, MockBroker] = {}
         for name in meta["brokers"]:
+            if str(name) in ("", ".", "..") or "/" in str(name) or "\\" in str(name):
+                raise UsageError(f"{meta_path}: broker name {name!r} cannot be a folder of the store")
             store_root = root / str(name)
             if not store_root.is_dir():
                 raise UsageError(f"{root} is not a complete mock store: broker folder {name!r} is missing")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin import errors
+from mqadmin import errors, names
 from mqadmin.admin import version_tuple
 from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
 from mqadmin.mock.store import BrokerStore, ConsumeQueue
@@ -25,6 +25,10 @@ PERM_READ_WRITE = 6
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 TPS_WINDOW_S = 60
+
+
+#: no record is larger (4 MiB body + 32 KiB properties + header, with room to spare)
+MAX_RECORD_SIZE = 8 * 1024 * 1024
 
 
 def now_ms() -> int:
@@ -149,6 +153,9 @@ class MockBroker:
 
     # ---- topics and groups ----
     def create_topic(self, topic: str, read_queues: int = 4, write_queues: int | None = None, perm: int = 6) -> None:
+        problem = names.topic_problem(topic)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
         with self._lock:
             self.topics[topic] = {
                 "order": False,
@@ -163,6 +170,9 @@ class MockBroker:
 
     def ensure_group(self, group: str) -> None:
         """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic."""
+        problem = names.group_problem(group)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
         with self._lock:
             if group not in self.groups:
                 self.groups[group] = {
@@ -427,6 +437,9 @@ class MockBroker:
         self, msg: Message, *, store_host: str | None = None, store_timestamp: int | None = None
     ) -> Message:
         """SEND_MESSAGE: assign offsets and store time, add UNIQ_KEY if missing (as 5.x does)."""
+        problem = names.topic_problem(msg.topic)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
         with self._arrival:
             cfg = self.topics.get(msg.topic)
             if cfg is None:
@@ -529,6 +542,8 @@ class MockBroker:
         try:
             head = self.store.commitlog.read(commitlog_offset, 4)
             size = int.from_bytes(head, "big", signed=True)
+            if not 0 < size <= MAX_RECORD_SIZE:  # not the start of a record: never read gigabytes
+                raise ValueError(size)
             msg, _ = decode_message(self.store.commitlog.read(commitlog_offset, size), decompress=False)
         except (errors.StoreError, ValueError):
             raise errors.SystemError_(f"can not find message by the offset, {commitlog_offset}", self.addr) from None

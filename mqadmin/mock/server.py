@@ -6,22 +6,26 @@ produce, consume with a push consumer, commit offsets and receive resets. Every 
 from the same model the embedded backend calls (style guide §5: one model, two doors); this
 module only speaks the wire (protocol doc §1, §2.3-2.6, §3, §8.4).
 
-Threads: one acceptor for every listener, one flusher, and per connection a reader (decodes
-and handles requests in order) and a writer (drains an outbox, so a peer that stops reading
-never blocks a handler). A long-polled pull waits in its own short-lived thread. Model access
-is serialised by one lock; waiting for messages happens outside it.
+Threads, a fixed number whatever the connection count: one I/O loop (selectors) accepts,
+reads and writes every socket without blocking; a pool of workers handles requests, each
+connection's in order; one thread answers long-polled pulls; one flushes. A peer that stops
+reading is cut once its replies pile up, one silent both ways is closed after an idle time,
+and running out of file descriptors pauses accepting instead of spinning. Model access is
+serialised by one lock, taken per step rather than across a whole expensive request.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
 import itertools
 import json
 import logging
 import os
 import queue
 import random
-import re
 import selectors
 import shutil
 import socket
@@ -29,19 +33,20 @@ import ssl
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from mqadmin import errors, fastjson
+from mqadmin import errors, fastjson, names
 from mqadmin.admin import version_tuple
-from mqadmin.message import encode_message, java_string_hash, parse_properties
+from mqadmin.message import encode_message, format_properties, java_string_hash, parse_properties
 from mqadmin.mock.backend import DEMO_NAME, mock_root
 from mqadmin.mock.cluster import CLUSTER_FILE, DEFAULT_VERSION, MockCluster
 from mqadmin.mock.model import RETRY_PREFIX, ClientInfo, MockBroker, PullOutcome
+from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import BrokerData, Message, MessageQueue, QueueData, TopicRoute
 from mqadmin.remoting import acl as acl_sign
 from mqadmin.remoting.codec import BadFrame, FrameDecoder, FrameTooLarge, RemotingCommand, encode
@@ -72,9 +77,9 @@ DEFAULT_BIND: Final = "127.0.0.1"
 DEFAULT_BROKER_COUNT: Final = 2
 #: the broker persists consumer offsets every 5 s (flushConsumerOffsetInterval); so do we
 FLUSH_INTERVAL_S: Final = 5.0
-#: how often the acceptor looks up from select() to notice a stop
+#: how often serve_store looks at its stop event (x5)
 ACCEPT_POLL_S: Final = 0.2
-#: a held pull re-checks for a stop or a closed peer this often while it waits for messages
+#: held pulls are swept for expiry and closed peers this often
 HOLD_SLICE_S: Final = 0.2
 #: clients wait 30 s for a pull they ask the broker to hold 15 s; never hold longer than that
 MAX_SUSPEND_MS: Final = 15_000
@@ -83,6 +88,26 @@ LISTEN_BACKLOG: Final = 128
 #: a peer that lets this much pile up unread is dropped rather than allowed to eat memory
 MAX_OUTBOX_BYTES: Final = 64 * 1024 * 1024
 JOIN_TIMEOUT_S: Final = 5.0
+#: a connection silent both ways this long is closed: the broker's serverChannelMaxIdleTimeSeconds
+DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
+#: how often the I/O loop looks for idle connections (and, at the latest, notices a stop)
+IDLE_CHECK_S: Final = 0.5
+#: threads handling requests; a connection's requests stay in order (one worker at a time)
+DEFAULT_WORKERS: Final = 8
+#: requests a worker handles for one connection before letting others have a turn
+WORKER_BATCH: Final = 32
+#: decoded requests a connection may have waiting before the server stops reading from it
+MAX_PENDING_REQUESTS: Final = 256
+#: long-polled pulls parked at once; beyond that a pull is answered at once (not found)
+MAX_HELD_PULLS: Final = 10_000
+#: accepting pauses this long, doubling up to the maximum, while the process is out of descriptors
+ACCEPT_BACKOFF_MIN_S: Final = 0.05
+ACCEPT_BACKOFF_MAX_S: Final = 1.0
+#: at most one "accept failed" line per this many seconds
+ACCEPT_LOG_INTERVAL_S: Final = 10.0
+#: heap trims after dropping a peer are at most this frequent
+TRIM_INTERVAL_S: Final = 1.0
+_OUT_OF_FDS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: first byte of a TLS ClientHello record; anything else on a TLS server is plaintext (permissive)
 TLS_HANDSHAKE_RECORD: Final = 0x16
 WILDCARD_BINDS: Final = frozenset({"", "0.0.0.0", "::"})
@@ -97,10 +122,18 @@ PERM_READ: Final = 0x4
 PERM_WRITE: Final = 0x2
 PERM_READ_WRITE: Final = PERM_READ | PERM_WRITE
 MASTER_ID: Final = 0
-#: what a broker accepts as a topic name (TopicValidator), and how long it may be
-TOPIC_NAME_RE: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
-TOPIC_MAX_LENGTH: Final = 127
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+#: message properties are written with a 2-byte length (the broker's PROPERTIES_SIZE_EXCEEDED)
+MAX_PROPERTIES_SIZE: Final = 32767
+#: read/write queue numbers UPDATE_AND_CREATE_TOPIC accepts. A real broker has no cap (only
+#: auto-created topics are capped, at defaultTopicQueueNums); the mock caps them so that one
+#: request cannot make every later stats or route request slow (an mqadmin limit).
+MAX_QUEUE_NUMS: Final = 1024
+#: queues a per-queue request (topic stats) reads under the server lock before letting others in
+LOCK_SLICE_QUEUES: Final = 64
+#: Java header fields are int or long; a value outside them fails Java's parse
+INT32_RANGE: Final = (-(2**31), 2**31 - 1)
+INT64_RANGE: Final = (-(2**63), 2**63 - 1)
 DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: orderly consumers' queue locks expire after this long without renewal (REBALANCE_LOCK_MAX_LIVE_TIME)
 LOCK_LIVE_S: Final = 60.0
@@ -194,6 +227,40 @@ def _server_ordinal(version: str) -> int:
         return int(CURRENT_VERSION)
 
 
+class _RateLimitedLog:
+    """Counts events; ``hit`` returns how many were suppressed when a line is due, else None."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._last = -interval_s
+        self._suppressed = 0
+
+    def hit(self) -> int | None:
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            self._suppressed += 1
+            return None
+        self._last = now
+        suppressed, self._suppressed = self._suppressed, 0
+        return suppressed
+
+
+def _malloc_trim() -> None:
+    """glibc's malloc_trim(0), where there is one: freed arenas go back to the system."""
+    global _LIBC
+    if _LIBC is None:
+        name = ctypes.util.find_library("c")
+        try:
+            _LIBC = ctypes.CDLL(name) if name else False
+        except OSError:
+            _LIBC = False
+    if _LIBC and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Transports: plaintext, or TLS done in memory so reader and writer threads never share an SSL object
 
@@ -245,7 +312,8 @@ class _Tls(_Plain):
 
 
 class _Connection:
-    """One accepted socket: a reader thread that handles requests, a writer thread that sends."""
+    """One accepted socket. The server's I/O loop reads and writes it (never blocking); its
+    requests queue in ``pending`` and are handled in order by one pool worker at a time."""
 
     def __init__(self, server: MockServer, sock: socket.socket, role: _Role, peer: str) -> None:
         self.server = server
@@ -255,54 +323,93 @@ class _Connection:
         self.closed = threading.Event()
         #: (broker name, group, client id) registered through heartbeats on this connection
         self.registrations: set[tuple[str, str, str]] = set()
+        self.last_active = time.monotonic()
+        #: requests decoded but not yet handled, and whether a worker owns them (both under _lock)
+        self.pending: deque[RemotingCommand] = deque()
+        self.scheduled = False
+        #: reading stops while too many requests wait (the peer then feels TCP back-pressure)
+        self.paused = False
         self._transport: _Plain | None = None
-        self._io_lock = threading.Lock()
-        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._outbox: deque[bytes] = deque()
+        self._out_pos = 0
         self._queued = 0
-        self._decoder = FrameDecoder()
-        self._reader = threading.Thread(target=self._read_loop, name=f"mock-read-{peer}", daemon=True)
-        self._writer = threading.Thread(target=self._write_loop, name=f"mock-write-{peer}", daemon=True)
-
-    def start(self) -> None:
-        self._writer.start()
-        self._reader.start()
-
-    def join(self, timeout: float) -> None:
-        self._reader.join(timeout)
-        self._writer.join(timeout)
+        self._decoder: FrameDecoder | None = FrameDecoder()
 
     def send(self, cmd: RemotingCommand) -> None:
         """Queue one frame (always a JSON header, type byte 0: C++ and ali-ons read nothing else)."""
         if self.closed.is_set():
             return
         frame = encode(cmd)
-        with self._io_lock:
+        failed = False
+        with self._lock:
             transport = self._transport or _Plain()
-            self._enqueue(transport.outbound(frame))
+            raw = transport.outbound(frame)
+            if raw and not self._outbox:
+                # Nothing queued before it: send from this thread, sparing a hand-over to the I/O loop.
+                try:
+                    sent = self.sock.send(raw)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                except OSError:
+                    sent, failed = len(raw), True
+                if sent:
+                    self.last_active = time.monotonic()
+                raw = raw[sent:]
+            cut = self._enqueue(raw)
+        if failed:
+            self.close()
+        elif cut:
+            self._cut()
+        elif raw:
+            self.server._want_write(self)
 
-    def _enqueue(self, raw: bytes) -> None:
+    def _enqueue(self, raw: bytes) -> bool:
+        """Add to the outbox (caller holds _lock); True when the peer must be cut for not reading."""
         if not raw:
-            return
+            return False
         self._queued += len(raw)
         if self._queued > MAX_OUTBOX_BYTES:
-            log.warning("dropping %s: %d bytes of replies left unread", self.peer, self._queued)
-            self.close()
-            return
-        self._outbox.put(raw)
+            return True
+        self._outbox.append(raw)
+        return False
 
-    def _read_loop(self) -> None:
+    def _cut(self) -> None:
+        log.warning("dropping %s: %d bytes of replies left unread", self.peer, self._queued)
+        self.close()
+        self.server._release_memory()
+
+    @property
+    def wants_write(self) -> bool:
+        return bool(self._outbox)
+
+    # -- called on the I/O loop's thread only ------------------------------------------------
+
+    def on_readable(self) -> list[RemotingCommand]:
+        """Read what the socket has; the decoded requests (empty at EOF, which closes us)."""
         try:
-            while not self.closed.is_set():
-                data = self.sock.recv(RECV_SIZE)
-                if not data:
-                    break
-                with self._io_lock:
-                    if self._transport is None:
-                        self._transport = self.server._transport_for(data[0])
-                    plain, raw = self._transport.inbound(data)
-                    self._enqueue(raw)
-                for cmd in self._decoder.feed(plain):
-                    self.server._dispatch(self, cmd)
+            data = self.sock.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError as exc:
+            log.debug("connection %s ended: %s", self.peer, exc)
+            self.close()
+            return []
+        if not data:
+            self.close()
+            return []
+        self.last_active = time.monotonic()
+        try:
+            with self._lock:
+                if self._transport is None:
+                    self._transport = self.server._transport_for(data[0])
+                plain, raw = self._transport.inbound(data)
+                cut = self._enqueue(raw)
+            if cut:
+                self._cut()
+                return []
+            assert self._decoder is not None
+            return self._decoder.feed(plain)
         except FrameTooLarge as exc:
             log.warning("dropping %s: %s", self.peer, exc)
         except BadFrame as exc:
@@ -311,38 +418,59 @@ class _Connection:
             log.debug("%s closed its TLS session", self.peer)
         except ssl.SSLError as exc:
             log.info("dropping %s: TLS failed (%s)", self.peer, exc)
-        except OSError as exc:
-            if not self.closed.is_set():
-                log.debug("connection %s ended: %s", self.peer, exc)
-        finally:
-            # Here, not in close(): close() may run under a lock a handler also takes.
-            self.close()
-            self.server._connection_closed(self)
-            self._writer.join(JOIN_TIMEOUT_S)
-            with contextlib.suppress(OSError):
-                self.sock.close()
+        except Exception as exc:  # a bug must cost this connection only, never the loop
+            log.warning("dropping %s: cannot read its frames (%s: %s)", self.peer, type(exc).__name__, exc)
+        self.close()
+        return []
 
-    def _write_loop(self) -> None:
+    def on_writable(self) -> None:
+        """Send as much of the outbox as the socket takes."""
         while True:
-            raw = self._outbox.get()
-            if raw is None:
-                return
-            try:
-                self.sock.sendall(raw)
-            except OSError:
+            with self._lock:  # held across the send: a worker sending directly must not overtake us
+                if not self._outbox:
+                    return
+                chunk = self._outbox[0]
+                pos = self._out_pos
+                try:
+                    sent = self.sock.send(memoryview(chunk)[pos:])
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    sent = -1
+                if sent < 0:
+                    self._outbox.clear()
+                    self._queued = 0
+            if sent < 0:
                 self.close()
                 return
-            with self._io_lock:
-                self._queued -= len(raw)
+            self.last_active = time.monotonic()
+            with self._lock:
+                self._queued -= sent
+                if pos + sent >= len(chunk):
+                    self._outbox.popleft()
+                    self._out_pos = 0
+                else:
+                    self._out_pos = pos + sent
+                    return
+
+    def release(self) -> None:
+        """Forget buffered bytes and requests once closed, so a cut peer's memory goes at once."""
+        with self._lock:
+            self._outbox.clear()
+            self._queued = 0
+            self.pending.clear()
+            self._decoder = None
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
     def close(self) -> None:
-        """Idempotent and lock-free: wake both threads; the reader then lets the server forget us."""
+        """Idempotent, lock-free and callable from any thread; the I/O loop does the rest."""
         if self.closed.is_set():
             return
         self.closed.set()
-        self._outbox.put(None)
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
+        self.server._closing(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,6 +635,17 @@ class _PullParams:
     tags: set[str] | None
 
 
+@dataclass(eq=False)
+class _HeldPull:
+    conn: _Connection
+    req: RemotingCommand
+    role: _BrokerRole
+    params: _PullParams
+    deadline: float
+    #: answer once the queue grows past this offset
+    watermark: int
+
+
 class _BrokerRole(_Role):
     """One broker of the cluster: every broker request a client or admin tool sends (§2.4-2.6)."""
 
@@ -579,14 +718,41 @@ class _BrokerRole(_Role):
         return value
 
     @staticmethod
-    def _int(req: RemotingCommand, name: str, default: int | object = _MISSING) -> int:
+    def _int(req: RemotingCommand, name: str, default: int | object = _MISSING, *, long: bool = False) -> int:
+        """An int (or ``long``) header field; out of the Java type's range is refused as Java's
+        header decoding would fail it (SYSTEM_ERROR, RemotingCommand.decodeCommandCustomHeader)."""
         value = req.ext_int(name)
         if value is None:
             if default is _MISSING:
                 raise _bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
             assert isinstance(default, int)
             return default
+        low, high = INT64_RANGE if long else INT32_RANGE
+        if not low <= value <= high:
+            kind = "long" if long else "int"
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a Java {kind}: {value}")
         return value
+
+    def _check_topic(self, topic: str) -> None:
+        """TopicValidator.validateTopic as the send and create-topic paths apply it
+        (AbstractSendMessageProcessor.msgCheck, AdminBrokerProcessor.updateAndCreateTopic):
+        SYSTEM_ERROR up to 5.3.1, INVALID_PARAMETER from 5.3.2."""
+        problem = names.topic_problem(topic)
+        if problem:
+            code = ResponseCode.INVALID_PARAMETER if self.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
+            raise _bad(code, problem)
+
+    def _check_group(self, group: str, remark: str) -> None:
+        """A group name that fails TopicValidator.validateGroup is a group that cannot exist:
+        SubscriptionGroupManager.findSubscriptionGroupConfig will not create it, so the broker
+        answers SUBSCRIPTION_GROUP_NOT_EXIST with the handler's own ``remark``."""
+        if names.group_problem(group):
+            raise _bad(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, self.server.faq(remark))
+
+    def _check_queue_id(self, topic: str, queue_id: int) -> None:
+        if not 0 <= queue_id < MAX_QUEUE_NUMS:
+            code = ResponseCode.INVALID_PARAMETER if self.server.v5 else ResponseCode.SYSTEM_ERROR
+            raise _bad(code, f"queueId[{queue_id}] is illegal, topic:[{topic}]")
 
     def _topic_config(self, topic: str) -> dict[str, Any]:
         cfg = self.broker.topic_config(topic)
@@ -595,7 +761,12 @@ class _BrokerRole(_Role):
         return cfg
 
     def _queue_args(self, req: RemotingCommand) -> tuple[str, int]:
-        return self._str(req, "topic"), self._int(req, "queueId")
+        """(topic, queueId) of an offset request. Brokers do not check these names; a name that
+        could not be a folder is refused here instead of reaching the store (an mqadmin check)."""
+        topic, queue_id = self._str(req, "topic"), self._int(req, "queueId")
+        self._check_topic(topic)
+        self._check_queue_id(topic, queue_id)
+        return topic, queue_id
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -606,22 +777,31 @@ class _BrokerRole(_Role):
             header = {SEND_V2_KEYS.get(k, k): v for k, v in req.ext_fields.items()}
         probe = RemotingCommand(code=req.code, ext_fields=header)
         topic = self._str(probe, "topic")
-        _check_topic_name(topic)
+        self._check_topic(topic)
         qid = self._int(probe, "queueId", -1)
         sys_flag = self._int(probe, "sysFlag", 0)
-        born = self._int(probe, "bornTimestamp", 0)
+        born = self._int(probe, "bornTimestamp", 0, long=True)
         reconsume = self._int(probe, "reconsumeTimes", 0)
-        props = parse_properties(header.get("properties") or "")
+        self._int(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
+        # Stored as Java stores them: UTF-8, a lone surrogate as "?"
+        props = parse_properties((header.get("properties") or "").encode("utf-8", "replace").decode("utf-8"))
         if req.code == RequestCode.SEND_BATCH_MESSAGE:
             items = [(flag, body, {**props, **own}) for flag, body, own in _split_batch(req.body)]
         else:
             items = [(self._int(probe, "flag", 0), req.body, props)]
         if not items:
             raise _bad(ResponseCode.MESSAGE_ILLEGAL, "the message batch is empty")
-        for _, body, _ in items:
+        for _, body, message_props in items:
             if len(body) > MAX_MESSAGE_SIZE:
                 raise _bad(
                     ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE}"
+                )
+            if len(format_properties(message_props).encode()) > MAX_PROPERTIES_SIZE:
+                # SendMessageProcessor.handlePutMessageResult, PROPERTIES_SIZE_EXCEEDED
+                raise _bad(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    "the message is illegal, maybe msg body or properties length not matched. "
+                    f"msg body length limit {MAX_MESSAGE_SIZE}B, msg properties length limit 32KB.",
                 )
         with self.lock:
             cfg = self.broker.topic_config(topic)
@@ -632,8 +812,15 @@ class _BrokerRole(_Role):
                 cfg = self._topic_config(topic)
             if not int(cfg.get("perm", PERM_READ_WRITE)) & PERM_WRITE:
                 raise _bad(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+            write_queues = int(cfg["writeQueueNums"])
+            if qid >= max(write_queues, int(cfg["readQueueNums"])) or (qid < 0 and write_queues <= 0):
+                # AbstractSendMessageProcessor.msgCheck
+                raise _bad(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"request queueId[{qid}] is illegal, {_topic_config_text(cfg)} Producer: {conn.peer}",
+                )
             if qid < 0:
-                qid = random.randrange(int(cfg["writeQueueNums"]))
+                qid = random.randrange(write_queues)
             stored: list[Message] = []
             for flag, body, message_props in items:
                 message_props.setdefault(PROPERTY_CLUSTER, self.broker.cluster)
@@ -653,8 +840,12 @@ class _BrokerRole(_Role):
                     born_host=conn.peer,
                     reconsume_times=reconsume,
                 )
-                stored.append(self.broker.put_message(msg))
+                try:
+                    stored.append(self.broker.put_message(msg))
+                except StoreWriteFailed as exc:
+                    raise self._store_unavailable(exc) from None
         self.server.count("messages_stored", len(stored))
+        self.server.message_arrived(self.name, topic, qid)
         ext: dict[str, object] = {
             "msgId": ",".join(m.msg_id for m in stored),
             "queueId": qid,
@@ -667,17 +858,39 @@ class _BrokerRole(_Role):
             ext["transactionId"] = uniq
         return self.reply(req, ext=ext)
 
+    def _store_unavailable(self, exc: StoreWriteFailed) -> errors.BrokerError:
+        """What a put that the store could not write answers: SERVICE_NOT_AVAILABLE with the
+        disk-full remark (SendMessageProcessor.handlePutMessageResult); the store has rolled
+        back to its last whole record, so the next send may succeed."""
+        log.warning("broker %s could not store a message: %s", self.name, exc)
+        try:
+            usage = shutil.disk_usage(self.broker.store.root)
+            used = 100.0 * (usage.total - usage.free) / usage.total if usage.total else 100.0
+        except OSError:
+            used = 100.0
+        ratios = f"CL: {used:5.2f} CQ: {used:5.2f} INDEX: {used:5.2f}"
+        return _bad(
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            "service not available now. It may be caused by one of the following reasons: "
+            f"the broker's disk is full [{ratios}], messages are put to the slave, message store has been shut down, etc.",
+        )
+
     def pull(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand | None:
         """PULL_MESSAGE with §5.3's status mapping; PULL_NOT_FOUND with SUSPEND is held (long polling)."""
         params = _PullParams(
             group=self._str(req, "consumerGroup"),
             topic=self._str(req, "topic"),
             queue_id=self._int(req, "queueId"),
-            offset=self._int(req, "queueOffset"),
+            offset=self._int(req, "queueOffset", long=True),
             max_nums=max(self._int(req, "maxMsgNums", 32), 1),
             sys_flag=self._int(req, "sysFlag", 0),
             tags=None,
         )
+        # PullMessageProcessor: a group that cannot exist, then a topic that cannot exist
+        self._check_group(params.group, f"subscription group [{params.group}] does not exist,")
+        if names.topic_problem(params.topic):
+            remark = f"topic[{params.topic}] not exist, apply first please!"
+            raise _bad(ResponseCode.TOPIC_NOT_EXIST, self.server.faq(remark))
         self.server.count("pulls")
         with self.lock:
             cfg = self._topic_config(params.topic)
@@ -694,7 +907,7 @@ class _BrokerRole(_Role):
             params.tags = self._pull_filter(req, params)
             if params.sys_flag & PULL_COMMIT_OFFSET:
                 # Before the read, so a pending server-side reset wins over the client's stale offset.
-                commit = self._int(req, "commitOffset", -1)
+                commit = self._int(req, "commitOffset", -1, long=True)
                 if commit >= 0:
                     if params.group not in self.broker.groups:
                         # Java's pull auto-creates the group config; commits here skip 5.3's group check.
@@ -702,14 +915,14 @@ class _BrokerRole(_Role):
                     with contextlib.suppress(errors.BrokerError):
                         self.broker.update_consumer_offset(params.group, params.topic, params.queue_id, commit)
             outcome = self._read(params)
-        suspend_ms = min(self._int(req, "suspendTimeoutMillis", 0), MAX_SUSPEND_MS)
+        suspend_ms = min(self._int(req, "suspendTimeoutMillis", 0, long=True), MAX_SUSPEND_MS)
         if (
             _pull_code(outcome.status, params.offset) == ResponseCode.PULL_NOT_FOUND
             and params.sys_flag & PULL_SUSPEND
             and suspend_ms > 0
         ):
-            self.server._hold(conn, req, self, params, time.monotonic() + suspend_ms / 1000)
-            return None
+            if self.server._hold(conn, req, self, params, time.monotonic() + suspend_ms / 1000):
+                return None
         return self.pull_reply(req, params, outcome)
 
     def _pull_filter(self, req: RemotingCommand, params: _PullParams) -> set[str] | None:
@@ -751,22 +964,32 @@ class _BrokerRole(_Role):
         return self.reply(req, code, outcome.status, ext, body)
 
     def view_message(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
-        offset = self._int(req, "offset")
+        offset = self._int(req, "offset", long=True)
+        if offset < 0:  # what selectOneMessageByOffset's null becomes (QueryMessageProcessor)
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         with self.lock:
             msg = self.broker.message_at(offset)
         return self.reply(req, body=encode_message(msg))
 
     def send_back(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         group = self._str(req, "group")
-        offset = self._int(req, "offset")
+        offset = self._int(req, "offset", long=True)
         delay = self._int(req, "delayLevel", 0)
+        # AbstractSendMessageProcessor.consumerSendMsgBack: no group config, no retry topic
+        self._check_group(group, f"subscription group not exist, {group} ")
+        if offset < 0:
+            raise _bad(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
         with self.lock:
             self.broker.ensure_group(group)  # findSubscriptionGroupConfig auto-creates it
             max_times = self._int(req, "maxReconsumeTimes", -1)
             if req.version < MQVersion.V3_4_9 or max_times < 0:
                 max_times = int(self.broker.groups[group].get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
-            self.broker.send_back(group, offset, delay, max_times)
+            try:
+                copy = self.broker.send_back(group, offset, delay, max_times)
+            except StoreWriteFailed as exc:
+                raise self._store_unavailable(exc) from None
         self.server.count("messages_stored")
+        self.server.message_arrived(self.name, copy.topic, copy.queue_id)
         return self.reply(req)
 
     # -- offsets -----------------------------------------------------------------------------
@@ -787,6 +1010,12 @@ class _BrokerRole(_Role):
             missing = "queueId" if qid is None else "commitOffset"
             code = ResponseCode.INVALID_PARAMETER if self.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
             raise _bad(code, f"the custom field <{missing}> is null")
+        qid, offset = self._int(req, "queueId"), self._int(req, "commitOffset", long=True)
+        # ConsumerManageProcessor (5.3): a group or topic that cannot exist
+        self._check_group(group, f"subscription group not exist, {group}")
+        if names.topic_problem(topic):
+            raise _bad(ResponseCode.TOPIC_NOT_EXIST, f"topic not exist, {topic}")
+        self._check_queue_id(topic, qid)
         with self.lock:
             remark = self.broker.update_consumer_offset(group, topic, qid, offset)
             version = self.broker.offsets_version
@@ -796,7 +1025,7 @@ class _BrokerRole(_Role):
 
     def search_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         topic, qid = self._queue_args(req)
-        ts = self._int(req, "timestamp")
+        ts = self._int(req, "timestamp", long=True)
         boundary = "LOWER"
         if self.server.v >= (5, 1, 4):  # the header field exists from 5.1.4
             boundary = (req.ext_str("boundaryType") or "LOWER").upper()
@@ -839,10 +1068,18 @@ class _BrokerRole(_Role):
     def create_topic(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC (what ``mqadmin updateTopic`` sends), so Java tools can set up tests."""
         topic = self._str(req, "topic")
-        _check_topic_name(topic)
+        self._check_topic(topic)
         read = self._int(req, "readQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
         write = self._int(req, "writeQueueNums", read)
         perm = self._int(req, "perm", PERM_READ_WRITE)
+        for field_name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+            if not 0 <= value <= MAX_QUEUE_NUMS:
+                raise _bad(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"{field_name} {value} is out of range: the mock broker allows 0..{MAX_QUEUE_NUMS} queues",
+                )
+        if not 0 <= perm <= PERM_READ_WRITE | 0x1:
+            raise _bad(ResponseCode.INVALID_PARAMETER, f"perm {perm} is not a permission (0..7)")
         with self.lock:
             self.broker.create_topic(topic, read, write, perm)
         return self.reply(req)
@@ -854,6 +1091,9 @@ class _BrokerRole(_Role):
             group = str(data["groupName"])
         except (ValueError, KeyError, TypeError):
             raise _bad(ResponseCode.SYSTEM_ERROR, "the request body is not a SubscriptionGroupConfig") from None
+        problem = names.group_problem(group)
+        if problem:  # AdminBrokerProcessor.updateAndCreateSubscriptionGroup (TopicValidator.validateGroup)
+            raise _bad(ResponseCode.INVALID_PARAMETER, problem)
         with self.lock:
             self.broker.ensure_group(group)
         return self.reply(req)
@@ -879,14 +1119,18 @@ class _BrokerRole(_Role):
             cfg = self.broker.topic_config(topic)
             if cfg is None:
                 raise _bad(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-            for qid in range(int(cfg["writeQueueNums"])):
-                lo, hi = self.broker.min_offset(topic, qid), self.broker.max_offset(topic, qid)
-                last = self.broker.store_time_at(topic, qid, hi - 1) if hi > 0 else None
-                table[MessageQueue(topic, self.name, qid)] = {
-                    "lastUpdateTimestamp": last or 0,
-                    "maxOffset": max(hi, 0),
-                    "minOffset": max(lo, 0),
-                }
+            queues = int(cfg["writeQueueNums"])
+        for first in range(0, queues, LOCK_SLICE_QUEUES):
+            # A slice at a time: a wide topic must not keep a route request waiting for all of it.
+            with self.lock:
+                for qid in range(first, min(first + LOCK_SLICE_QUEUES, queues)):
+                    lo, hi = self.broker.min_offset(topic, qid), self.broker.max_offset(topic, qid)
+                    last = self.broker.store_time_at(topic, qid, hi - 1) if hi > 0 else None
+                    table[MessageQueue(topic, self.name, qid)] = {
+                        "lastUpdateTimestamp": last or 0,
+                        "maxOffset": max(hi, 0),
+                        "minOffset": max(lo, 0),
+                    }
         doc = {"offsetTable": table, "topicPutTps": 0.0}
         return self.reply(req, body=fastjson.dumps(doc).encode())
 
@@ -950,6 +1194,8 @@ class _BrokerRole(_Role):
                 if not isinstance(consumer, Mapping) or not consumer.get("groupName"):
                     continue
                 group = str(consumer["groupName"])
+                if names.group_problem(group):
+                    continue  # ClientManageProcessor skips a group findSubscriptionGroupConfig refuses
                 subs = {
                     str(s["topic"]): _subscription_json(s)
                     for s in consumer.get("subscriptionDataSet") or []
@@ -1094,10 +1340,10 @@ class _BrokerRole(_Role):
     def reset_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         topic = self._str(req, "topic")
         group = self._str(req, "group")
-        timestamp = self._int(req, "timestamp", -1)
+        timestamp = self._int(req, "timestamp", -1, long=True)
         force = bool(req.ext_bool("isForce", False))
         queue_id = self._int(req, "queueId", -1)
-        offset = self._int(req, "offset", -1)
+        offset = self._int(req, "offset", -1, long=True)
         with self.lock:
             # The model pushes to online clients through their on_reset callbacks, synchronously
             # and under this lock; they read the request's timestamp from here.
@@ -1170,13 +1416,14 @@ def _data_version() -> dict[str, int]:
     return {"counter": 1, "stateVersion": 0, "timestamp": _now_ms()}
 
 
-def _check_topic_name(topic: str) -> None:
-    """TopicValidator: a name that could not be a folder of the store is refused up front."""
-    if not topic or len(topic) > TOPIC_MAX_LENGTH or not TOPIC_NAME_RE.fullmatch(topic):
-        raise _bad(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
+def _topic_config_text(cfg: Mapping[str, Any]) -> str:
+    """TopicConfig.toString, as the broker puts it into refusals."""
+    return (
+        f"TopicConfig [topicName={cfg.get('topicName')}, readQueueNums={cfg.get('readQueueNums')}, "
+        f"writeQueueNums={cfg.get('writeQueueNums')}, perm={cfg.get('perm')}, "
+        f"topicFilterType={cfg.get('topicFilterType', 'SINGLE_TAG')}, topicSysFlag={cfg.get('topicSysFlag', 0)}, "
+        f"order={str(cfg.get('order', False)).lower()}]"
+    )
 
 
 def _pull_code(status: str, request_offset: int) -> int:
@@ -1290,6 +1537,8 @@ class MockServer:
         tls: ssl.SSLContext | None = None,
         *,
         advertise_host: str | None = None,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
         if not cluster.writable:
             raise errors.UsageError(f"the mock store {cluster.root} must be opened for writing to be served")
@@ -1316,7 +1565,25 @@ class MockServer:
         self._clients: dict[tuple[str, str, str], _Connection] = {}
         self._registry_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._holders: set[threading.Thread] = set()
+        #: seconds without a byte either way before a connection is closed (0: never)
+        self.idle_timeout = idle_timeout
+        self._worker_count = max(1, workers)
+        self._work: queue.SimpleQueue[_Connection | Callable[[], None] | None] = queue.SimpleQueue()
+        #: connections whose selector interest may have changed, for the I/O loop (under _wake_lock)
+        self._dirty: set[_Connection] = set()
+        self._wake_lock = threading.Lock()
+        self._waker_r, self._waker_w = socket.socketpair()
+        self._waker_r.setblocking(False)
+        self._waker_w.setblocking(False)
+        self._woken = False
+        #: long-polled pulls waiting for messages, by (broker, topic, queue), and the queues
+        #: that received messages since the long-polling thread last looked (both under _arrival)
+        self._held: dict[tuple[str, str, int], list[_HeldPull]] = {}
+        self._held_count = 0
+        self._arrived: set[tuple[str, str, int]] = set()
+        self._arrival = threading.Condition()
+        self._accept_failures = _RateLimitedLog(ACCEPT_LOG_INTERVAL_S)
+        self._last_trim = 0.0
         self._stop = threading.Event()
         self._started = False
         self._stats: Counter[str] = Counter()
@@ -1344,7 +1611,9 @@ class MockServer:
         self.started_ms = _now_ms()
         self.started_monotonic = time.monotonic()
         self._started = True
-        for target, name in ((self._accept_loop, "mock-accept"), (self._flush_loop, "mock-flush")):
+        targets = [(self._io_loop, "mock-io"), (self._flush_loop, "mock-flush"), (self._hold_loop, "mock-hold")]
+        targets += [(self._work_loop, f"mock-worker-{i}") for i in range(self._worker_count)]
+        for target, name in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -1369,20 +1638,23 @@ class MockServer:
         if not self._started or self._stop.is_set():
             return
         self._stop.set()
+        self._wake()
+        with self._arrival:
+            self._arrival.notify_all()
+        for _ in range(self._worker_count):
+            self._work.put(None)
         for thread in self._threads:
             thread.join(JOIN_TIMEOUT_S)
         for sock, _ in self._listeners:
             sock.close()
         with self._registry_lock:
             conns = list(self._conns)
+            self._conns.clear()
         for conn in conns:
             conn.close()
-        for conn in conns:
-            conn.join(JOIN_TIMEOUT_S)
-        with self._registry_lock:
-            holders = list(self._holders)
-        for thread in holders:
-            thread.join(JOIN_TIMEOUT_S)
+            conn.release()
+        self._waker_r.close()
+        self._waker_w.close()
         with self.lock:
             self.cluster.flush()
             for role in self._roles:
@@ -1440,44 +1712,228 @@ class MockServer:
 
     # -- threads -----------------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
+    def _io_loop(self) -> None:
+        """Accept, read and write every socket from one thread; requests go to the worker pool."""
         with selectors.DefaultSelector() as selector:
+            selector.register(self._waker_r, selectors.EVENT_READ, None)
             for sock, role in self._listeners:
                 selector.register(sock, selectors.EVENT_READ, role)
-            while not self._stop.is_set():
-                for key, _ in selector.select(ACCEPT_POLL_S):
-                    listener = key.fileobj
-                    assert isinstance(listener, socket.socket)
-                    try:
-                        sock, addr = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    except OSError as exc:
-                        if not self._stop.is_set():
-                            log.warning("accept failed: %s", exc)
-                        continue
-                    self._accepted(sock, addr, key.data)
+            accept_paused_until = 0.0
+            backoff = ACCEPT_BACKOFF_MIN_S
+            next_idle_check = time.monotonic() + IDLE_CHECK_S
+            try:
+                while not self._stop.is_set():
+                    now = time.monotonic()
+                    if accept_paused_until and now >= accept_paused_until:
+                        accept_paused_until = 0.0
+                        for sock, role in self._listeners:
+                            selector.register(sock, selectors.EVENT_READ, role)
+                    timeout = IDLE_CHECK_S if not accept_paused_until else min(IDLE_CHECK_S, accept_paused_until - now)
+                    for key, events in selector.select(max(timeout, 0.0)):
+                        if key.fileobj is self._waker_r:
+                            self._drain_waker()
+                        elif isinstance(key.data, _Role):
+                            if not self._accept(selector, key):
+                                # Out of descriptors: stop asking until some are free (no spin).
+                                for sock, _ in self._listeners:
+                                    selector.unregister(sock)
+                                accept_paused_until = time.monotonic() + backoff
+                                backoff = min(backoff * 2, ACCEPT_BACKOFF_MAX_S)
+                                break
+                            backoff = ACCEPT_BACKOFF_MIN_S
+                        else:
+                            conn = key.data
+                            if events & selectors.EVENT_READ and not conn.closed.is_set():
+                                self._received(conn, conn.on_readable())
+                            if events & selectors.EVENT_WRITE and not conn.closed.is_set():
+                                conn.on_writable()
+                            self._update_interest(selector, conn)
+                    self._apply_dirty(selector)
+                    if time.monotonic() >= next_idle_check:
+                        next_idle_check = time.monotonic() + IDLE_CHECK_S
+                        self._close_idle()
+            finally:
+                with self._registry_lock:
+                    conns = list(self._conns)
+                for conn in conns:
+                    conn.close()
 
-    def _accepted(self, sock: socket.socket, addr: Any, role: _Role) -> None:
-        sock.setblocking(True)
+    def _accept(self, selector: selectors.BaseSelector, key: selectors.SelectorKey) -> bool:
+        """Take one pending connection; False when the process is out of file descriptors."""
+        listener = key.fileobj
+        assert isinstance(listener, socket.socket)
+        try:
+            sock, addr = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError as exc:
+            if exc.errno in _OUT_OF_FDS:
+                suppressed = self._accept_failures.hit()
+                if suppressed is not None:
+                    log.warning(
+                        "accept failed: %s (%d more since the last report; backing off, connections already open are served)",
+                        exc.strerror,
+                        suppressed,
+                    )
+                return False
+            if not self._stop.is_set():
+                log.warning("accept failed: %s", exc)
+            return True
+        sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(self, sock, role, _host_port(addr))
+        conn = _Connection(self, sock, key.data, _host_port(addr))
         with self._registry_lock:
-            if self._stop.is_set():
-                sock.close()
-                return
             self._conns.add(conn)
+        selector.register(sock, selectors.EVENT_READ, conn)
         self.count("connections")
-        log.debug("%s connected to the %s port", conn.peer, role.name)
-        conn.start()
+        log.debug("%s connected to the %s port", conn.peer, conn.role.name)
+        return True
+
+    def _received(self, conn: _Connection, cmds: list[RemotingCommand]) -> None:
+        if not cmds:
+            return
+        with conn._lock:
+            if conn.closed.is_set():
+                return
+            conn.pending.extend(cmds)
+            if len(conn.pending) >= MAX_PENDING_REQUESTS:
+                conn.paused = True
+            if conn.scheduled:
+                return
+            conn.scheduled = True
+        self._work.put(conn)
+
+    def _update_interest(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
+        """Register what ``conn`` waits for now; forget it once closed."""
+        if conn.closed.is_set():
+            with contextlib.suppress(KeyError, ValueError):
+                selector.unregister(conn.sock)
+            self._forget(conn)
+            return
+        events = 0 if conn.paused else selectors.EVENT_READ
+        if conn.wants_write:
+            events |= selectors.EVENT_WRITE
+        try:
+            if events:
+                selector.modify(conn.sock, events, conn)
+            else:
+                selector.unregister(conn.sock)
+        except KeyError:
+            if events:
+                selector.register(conn.sock, events, conn)
+        except (ValueError, OSError):
+            conn.close()
+
+    def _apply_dirty(self, selector: selectors.BaseSelector) -> None:
+        with self._wake_lock:
+            dirty, self._dirty = self._dirty, set()
+        for conn in dirty:
+            if not conn.closed.is_set() and conn.wants_write:
+                conn.on_writable()  # most replies fit the socket buffer: no extra select round
+            self._update_interest(selector, conn)
+
+    def _close_idle(self) -> None:
+        """Close connections silent both ways for idle_timeout (serverChannelMaxIdleTimeSeconds)."""
+        if self.idle_timeout <= 0:
+            return
+        cutoff = time.monotonic() - self.idle_timeout
+        with self._registry_lock:
+            idle = [c for c in self._conns if c.last_active < cutoff and not c.scheduled]
+        for conn in idle:
+            log.info("closing %s: idle for %.0f s", conn.peer, self.idle_timeout)
+            conn.close()
+
+    def _forget(self, conn: _Connection) -> None:
+        """The last step of a connection: free its buffers, then let the roles forget its clients."""
+        with self._registry_lock:
+            if conn not in self._conns:
+                return
+            self._conns.discard(conn)
+        conn.release()
+        if conn.registrations:
+            self._work.put(lambda: self._connection_closed(conn))
+
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if self._woken:
+                return
+            self._woken = True
+        with contextlib.suppress(OSError):
+            self._waker_w.send(b"\0")
+
+    def _drain_waker(self) -> None:
+        # Drain first, then re-arm: a wake between the two is still seen, because the loop
+        # applies every dirty connection after draining, in the same round.
+        with contextlib.suppress(OSError):
+            while self._waker_r.recv(4096):
+                pass
+        with self._wake_lock:
+            self._woken = False
+
+    def _want_write(self, conn: _Connection) -> None:
+        """Called by any thread after queueing a reply: the I/O loop sends it."""
+        with self._wake_lock:
+            self._dirty.add(conn)
+        self._wake()
+
+    def _closing(self, conn: _Connection) -> None:
+        self._want_write(conn)
+
+    def _release_memory(self) -> None:
+        """Hand freed heap back to the system after a big drop (glibc keeps it otherwise)."""
+        now = time.monotonic()
+        if now - self._last_trim < TRIM_INTERVAL_S:
+            return
+        self._last_trim = now
+        _malloc_trim()
+
+    def _work_loop(self) -> None:
+        """A pool worker: handles one connection's queued requests in order, or runs a task."""
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            if isinstance(item, _Connection):
+                self._serve(item)
+                continue
+            try:
+                item()
+            except Exception:
+                log.exception("mock server task failed")
+
+    def _serve(self, conn: _Connection) -> None:
+        for _ in range(WORKER_BATCH):
+            with conn._lock:
+                if conn.closed.is_set():
+                    conn.pending.clear()
+                if not conn.pending:
+                    conn.scheduled = False
+                    resume = conn.paused
+                    conn.paused = False
+                    break
+                cmd = conn.pending.popleft()
+            try:
+                self._dispatch(conn, cmd)
+            except Exception:  # _dispatch answers every failure; this is the last guard
+                log.exception("request %d from %s failed", cmd.code, conn.peer)
+        else:
+            self._work.put(conn)  # still scheduled: others get a turn first
+            return
+        if resume:
+            self._want_write(conn)
 
     def _flush_loop(self) -> None:
         """The broker's periodic persist: offsets and configs reach the disk every few seconds."""
+        failures = _RateLimitedLog(ACCEPT_LOG_INTERVAL_S)
         while not self._stop.wait(FLUSH_INTERVAL_S):
             try:
                 with self.lock:
                     self.cluster.flush()
+            except (OSError, errors.StoreError) as exc:  # a full disk: one line now and then, retried
+                suppressed = failures.hit()
+                if suppressed is not None:
+                    log.warning("periodic flush of the mock store failed: %s (%d more since)", exc, suppressed)
             except Exception:
                 log.exception("periodic flush of the mock store failed")
 
@@ -1527,45 +1983,80 @@ class MockServer:
 
     def _hold(
         self, conn: _Connection, req: RemotingCommand, role: _BrokerRole, params: _PullParams, deadline: float
-    ) -> None:
-        """Park a pull until a matching message arrives or its suspend time ends (§5.3)."""
+    ) -> bool:
+        """Park a pull until a matching message arrives or its suspend time ends (§5.3); False
+        when too many are parked already (the caller answers at once)."""
+        key = (role.name, params.topic, params.queue_id)
+        with self._arrival:
+            if self._held_count >= MAX_HELD_PULLS:
+                return False
+            self._held.setdefault(key, []).append(_HeldPull(conn, req, role, params, deadline, params.offset))
+            self._held_count += 1
+            self._arrived.add(key)  # look once at once: a message may have come in meanwhile
+            self._arrival.notify_all()
+        return True
 
-        def run() -> None:
-            try:
-                reply = self._held_pull(conn, req, role, params, deadline)
-                if reply is not None:
-                    conn.send(reply)
-            except Exception:
-                log.exception("held pull from %s failed", conn.peer)
-                conn.send(role.reply(req, ResponseCode.SYSTEM_ERROR, "held pull failed"))
-            finally:
-                with self._registry_lock:
-                    self._holders.discard(threading.current_thread())
+    def message_arrived(self, broker: str, topic: str, queue_id: int) -> None:
+        """Tell the long-polling thread that a queue grew (every write goes through a handler)."""
+        with self._arrival:
+            self._arrived.add((broker, topic, queue_id))
+            self._arrival.notify_all()
 
-        thread = threading.Thread(target=run, name=f"mock-hold-{conn.peer}", daemon=True)
-        with self._registry_lock:
-            self._holders.add(thread)
-        thread.start()
+    def _hold_loop(self) -> None:
+        """One thread for every held pull (the broker's PullRequestHoldService), not one each:
+        it looks at the queues that grew, and sweeps for expired pulls every HOLD_SLICE_S."""
+        next_sweep = time.monotonic()
+        while not self._stop.is_set():
+            with self._arrival:
+                if not self._arrived:
+                    self._arrival.wait(max(0.0, min(HOLD_SLICE_S, next_sweep - time.monotonic())))
+                grown, self._arrived = self._arrived, set()
+                #: id -> (held pull, whether its queue grew)
+                candidates = {id(h): (h, True) for key in grown for h in self._held.get(key, ())}
+                now = time.monotonic()
+                if now >= next_sweep:
+                    next_sweep = now + HOLD_SLICE_S
+                    for held in self._held.values():
+                        for h in held:
+                            if id(h) not in candidates and (h.deadline <= now or h.conn.closed.is_set()):
+                                candidates[id(h)] = (h, False)
+            done = {key for key, (h, look) in candidates.items() if self._check_held(h, look)}
+            if done:
+                with self._arrival:
+                    for key in list(self._held):
+                        left = [h for h in self._held[key] if id(h) not in done]
+                        self._held_count -= len(self._held[key]) - len(left)
+                        if left:
+                            self._held[key] = left
+                        else:
+                            del self._held[key]
 
-    def _held_pull(
-        self, conn: _Connection, req: RemotingCommand, role: _BrokerRole, params: _PullParams, deadline: float
-    ) -> RemotingCommand | None:
-        watermark = params.offset
-        while True:
-            if self._stop.is_set() or conn.closed.is_set():
-                return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            # Outside the server lock: the model's condition wakes us when the queue grows.
-            if not role.broker.wait_for_message(params.topic, params.queue_id, watermark, min(left, HOLD_SLICE_S)):
-                continue
+    def _check_held(self, held: _HeldPull, look: bool) -> bool:
+        """Answer ``held`` if it can be answered now (``look``: its queue grew); True when finished."""
+        if held.conn.closed.is_set() or self._stop.is_set():
+            return True  # a stopping server goes away without answering, as a broker does
+        try:
+            params, role = held.params, held.role
+            grown = False
+            if look:
+                with self.lock:
+                    grown = role.broker.max_offset(params.topic, params.queue_id) > held.watermark
+            expired = time.monotonic() >= held.deadline
+            if not grown and not expired:
+                return False
             outcome = role.read_held(params)
-            if outcome.status == "NO_MATCHED_MESSAGE" and outcome.next_begin_offset >= outcome.max_offset:
-                watermark = outcome.max_offset  # only unwanted tags arrived: keep holding, as the broker does
-                continue
-            return role.pull_reply(req, params, outcome)
-        return role.pull_reply(req, params, role.read_held(params))
+            if (
+                not expired
+                and outcome.status == "NO_MATCHED_MESSAGE"
+                and outcome.next_begin_offset >= outcome.max_offset
+            ):
+                held.watermark = outcome.max_offset  # only unwanted tags arrived: keep holding, as the broker does
+                return False
+            held.conn.send(role.pull_reply(held.req, params, outcome))
+        except Exception:
+            log.exception("held pull from %s failed", held.conn.peer)
+            held.conn.send(held.role.reply(held.req, ResponseCode.SYSTEM_ERROR, "held pull failed"))
+        return True
 
     # -- client registry ---------------------------------------------------------------------
 
@@ -1592,7 +2083,6 @@ class MockServer:
 
     def _connection_closed(self, conn: _Connection) -> None:
         with self._registry_lock:
-            self._conns.discard(conn)
             registrations = list(conn.registrations)
         roles = {r.name: r for r in self._roles if isinstance(r, _BrokerRole)}
         for broker, group, client_id in registrations:
@@ -1704,6 +2194,7 @@ def serve_store(
     acl: tuple[str, str] | None = None,
     tls: ssl.SSLContext | None = None,
     on_ready: Callable[[ServerReady], None] | None = None,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
 ) -> ServeReport:
     """Open (or create) the store at a ``mock://`` address and serve it until ``stop`` is set.
 
@@ -1711,7 +2202,7 @@ def serve_store(
     """
     cluster, created = open_store(address, brokers=brokers, version=broker_version, demo=demo)
     try:
-        server = MockServer(cluster, bind=bind, namesrv_port=port, acl=acl, tls=tls)
+        server = MockServer(cluster, bind=bind, namesrv_port=port, acl=acl, tls=tls, idle_timeout=idle_timeout)
         with server:
             ready = ServerReady(
                 address=address,

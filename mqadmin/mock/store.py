@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mqadmin import fastjson
+from mqadmin import fastjson, names
 from mqadmin.errors import StoreError
 from mqadmin.message import MAGIC_BLANK, MAGIC_V1, MAGIC_V2, encode_message, read_store_timestamp, tags_code
 from mqadmin.model import Message
@@ -33,6 +33,39 @@ _BLANK_HEAD = struct.Struct(">ii")
 DEFAULT_COMMITLOG_FILE_SIZE = 1 << 30  # RocketMQ's default mappedFileSizeCommitLog
 DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT  # RocketMQ's default mappedFileSizeConsumeQueue
 _HEAD_PEEK = 80  # enough of a record to read its store timestamp (IPv6 born host included)
+
+
+class StoreWriteFailed(StoreError):
+    """A write to the store failed (disk full, I/O error); the store was rolled back to its
+    last whole record, so later writes can succeed once the cause is gone."""
+
+
+#: every store write goes through here: a fault point tests replace to simulate a full disk
+_os_write: Callable[[int, memoryview], int] = os.write
+
+
+def _append_file(path: Path, expected_size: int, data: bytes, what: str) -> None:
+    """Append ``data`` to ``path``, which must be ``expected_size`` bytes long; all or nothing."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size != expected_size:
+            raise StoreError(f"{what} {path} is {size} bytes, expected {expected_size}")
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[_os_write(fd, view) :]
+        except OSError as exc:
+            # A torn record would stop every later scan of the file: cut back to the last whole one.
+            try:
+                os.ftruncate(fd, expected_size)
+            except OSError as trunc_exc:
+                raise StoreWriteFailed(
+                    f"cannot write {what} {path} ({exc.strerror}), nor cut it back ({trunc_exc.strerror})"
+                ) from None
+            raise StoreWriteFailed(f"cannot write {what} {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def file_name(offset: int) -> str:
@@ -122,6 +155,7 @@ class CommitLog:
                 if pos > file_start:
                     self._write_at(pos, _BLANK_HEAD.pack(room, MAGIC_BLANK) + b"\0" * (room - _BLANK_HEAD.size))
                 pos = file_start + self.file_size
+                self._write_pos = pos  # the blank tail is whole even if the record below fails
                 record = record_for(pos)
             self._write_at(pos, record)
             self._write_pos = pos + len(record)
@@ -131,12 +165,46 @@ class CommitLog:
         start = pos - pos % self.file_size
         path = self.folder / file_name(start)
         self.folder.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as f:
-            if f.tell() != pos - start:
-                raise StoreError(f"commit log {path} is {f.tell()} bytes, expected {pos - start}")
-            f.write(data)
+        _append_file(path, pos - start, data, "commit log")
         if not self._files or self._files[-1][0] != start:
             self._files.append((start, path))
+
+    def truncate(self, pos: int) -> None:
+        """Forget everything from ``pos`` on (a record whose queue entry could not be written)."""
+        with self._lock:
+            start = pos - pos % self.file_size if self.file_size else 0
+            path = self.folder / file_name(start)
+            if path.exists():
+                os.truncate(path, pos - start)
+            self._write_pos = pos
+
+    def recover(self) -> int:
+        """Cut a torn tail off the last file, as the broker's recovery does; the bytes cut.
+
+        Walks the records (size, magic) from the file's start and keeps whole ones; a crash or a
+        full disk under an older writer may have left part of a record behind.
+        """
+        self._refresh()
+        if not self._files:
+            return 0
+        start, path = self._files[-1]
+        length = path.stat().st_size
+        pos = 0
+        with open(path, "rb") as f:
+            while pos + _BLANK_HEAD.size <= length:
+                f.seek(pos)
+                size, magic = _BLANK_HEAD.unpack(f.read(_BLANK_HEAD.size))
+                if magic == MAGIC_BLANK and size > 0:
+                    pos = min(pos + size, length)
+                    break
+                if magic not in (MAGIC_V1, MAGIC_V2) or size <= _BLANK_HEAD.size or pos + size > length:
+                    break
+                pos += size
+        if pos == length:
+            return 0
+        os.truncate(path, pos)
+        self._write_pos = start + pos
+        return length - pos
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -255,10 +323,7 @@ class ConsumeQueue:
         path = self.folder / file_name(start)
         self.folder.mkdir(parents=True, exist_ok=True)
         packed = _CQ_ENTRY.pack(entry.commitlog_offset, entry.size, entry.tags_code)
-        with open(path, "ab") as f:
-            if f.tell() != pos - start:
-                raise StoreError(f"consume queue {path} is {f.tell()} bytes, expected {pos - start}")
-            f.write(packed)
+        _append_file(path, pos - start, packed, "consume queue")
         if not self._files or self._files[-1][0] != start:
             self._files.append((start, path))
             self._data[start] = b""
@@ -294,13 +359,15 @@ class BrokerStore:
         self.config_sources: dict[str, Path | None] = {}
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.RLock()
+        if writable:
+            self.commitlog.recover()
 
     # ---- consume queues and messages ----
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
         cq = self._queues.get(key)
         if cq is None:
-            cq = self._queues[key] = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), self.cq_file_size)
+            cq = self._queues[key] = ConsumeQueue(self._queue_folder(topic, queue_id), self.cq_file_size)
             changed = True
         elif not self.writable:
             changed = cq.reload()
@@ -309,6 +376,17 @@ class BrokerStore:
         if changed and self.offline:
             cq.apply_bounds(self.commitlog.min_offset, self.record_ok)
         return cq
+
+    def _queue_folder(self, topic: str, queue_id: int) -> Path:
+        """The queue's folder; a name that is not a legal topic never reaches a path (callers check
+        names with the broker's answer first; this is the last line of defence)."""
+        try:
+            names.safe_path_part(topic)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        if queue_id < 0:
+            raise StoreError(f"queue id {queue_id} cannot be a store folder name")
+        return self.root / "consumequeue" / topic / str(queue_id)
 
     def record_ok(self, entry: CqEntry) -> bool:
         """Whether the commit log holds the record a consume-queue entry points at."""
@@ -340,7 +418,11 @@ class BrokerStore:
                 return encode_message(msg)
 
             pos, record = self.commitlog.append(record_for)
-            cq.append(CqEntry(pos, len(record), tags_code(msg.properties)))
+            try:
+                cq.append(CqEntry(pos, len(record), tags_code(msg.properties)))
+            except StoreWriteFailed:
+                self.commitlog.truncate(pos)  # never a record no queue points at, nor a torn one
+                raise
             return msg
 
     def read_record(self, entry: CqEntry) -> bytes:

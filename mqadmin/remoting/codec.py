@@ -241,7 +241,8 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         bean["remark"] = cmd.remark
     bean["serializeTypeCurrentRPC"] = SerializeType.JSON.name
     bean["version"] = cmd.version
-    return fastjson.dumps(bean).encode("utf-8")
+    # A lone surrogate (sent to us as "\ud800") becomes "?", as Java's String.getBytes(UTF_8) writes it.
+    return fastjson.dumps(bean).encode("utf-8", "replace")
 
 
 def _java_order(key: str) -> bytes:
@@ -268,11 +269,11 @@ def _binary_header(cmd: RemotingCommand) -> bytes:
     lang = _language_byte(cmd.language)
     _check_range("language", lang, _INT8_MIN, _INT8_MAX)
     parts = [_BINARY_FIXED.pack(cmd.code, lang, cmd.version, cmd.opaque, cmd.flag)]
-    remark = (cmd.remark or "").encode("utf-8")  # Java writes an empty remark as length 0
+    remark = (cmd.remark or "").encode("utf-8", "replace")  # Java writes an empty remark as length 0
     parts += [_INT.pack(len(remark)), remark]
     entries: list[bytes] = []
     for key in sorted(cmd.ext_fields, key=_java_order):
-        kb, vb = key.encode("utf-8"), ext_value(cmd.ext_fields[key]).encode("utf-8")
+        kb, vb = key.encode("utf-8", "replace"), ext_value(cmd.ext_fields[key]).encode("utf-8", "replace")
         _check_range("extFields key length", len(kb), 0, _INT16_MAX)
         entries += [_SHORT.pack(len(kb)), kb, _INT.pack(len(vb)), vb]
     block = b"".join(entries)
@@ -336,7 +337,7 @@ def _int_field(header: Mapping[str, Any], name: str, default: int) -> int:
 def _decode_json_header(data: bytes) -> RemotingCommand:
     try:
         header = json.loads(data.decode("utf-8", "replace"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # the C parser bounds its own nesting with RecursionError
         raise BadFrame(f"unparsable JSON header: {exc}") from None
     if not isinstance(header, dict) or "code" not in header:
         raise BadFrame("JSON header is not an object with a code")
@@ -426,7 +427,10 @@ def _decode_binary_header(data: bytes) -> RemotingCommand:
 def decode_header(data: bytes, serialize_type: int) -> RemotingCommand:
     """A command (without body) from header bytes of the given type."""
     if serialize_type == SerializeType.JSON:
-        return _decode_json_header(data)
+        try:
+            return _decode_json_header(data)
+        except RecursionError:  # a nested value re-encoded for extFields or remark (_coerce_ext)
+            raise BadFrame("JSON header nests too deep") from None
     if serialize_type == SerializeType.ROCKETMQ:
         return _decode_binary_header(data)
     raise BadFrame(f"unknown serialize type {serialize_type}")

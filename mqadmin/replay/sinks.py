@@ -127,6 +127,12 @@ def parse_target(text: str) -> Target:
     if not value.strip():
         raise UsageError(f"--to {scheme}: needs {'a path' if scheme in FILE_SCHEMES else 'a name'} after the colon")
     value = value.strip()
+    if scheme in SEND_SCHEMES:
+        from mqadmin import names
+
+        problem = names.group_problem(value) if scheme == "group" else names.topic_problem(value)
+        if problem:
+            raise UsageError(f"--to {scheme}:{value}: {problem}")
     if scheme in FILE_SCHEMES and "://" not in value:
         value = str(Path(value).expanduser().absolute())
     return Target(scheme, value)
