@@ -22,6 +22,7 @@ from pathlib import Path
 from mqadmin.errors import UsageError
 from mqadmin.mock.cluster import CLUSTER_FILE, MockCluster
 from mqadmin.mock.model import RETRY_PREFIX, MockBroker
+from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import Message
 from mqadmin.safety import atomic_write
 
@@ -170,7 +171,7 @@ def _swap_in_fresh(root: Path, now: int) -> bool:
             os.rename(old, root)
             raise
         return True
-    except OSError:
+    except (OSError, StoreWriteFailed):
         return False
     finally:
         shutil.rmtree(fresh, ignore_errors=True)

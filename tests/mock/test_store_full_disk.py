@@ -23,6 +23,7 @@ from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.server import MockServer
 from mqadmin.mock.store import BrokerStore, StoreWriteFailed
 from mqadmin.model import Message
+from mqadmin.remoting.codec import FLAG_ONEWAY, RemotingCommand
 from mqadmin.remoting.codes import RequestCode, ResponseCode
 from tests.mock.test_server import RawClient, send_v2
 
@@ -200,7 +201,14 @@ def test_config_flushes_on_a_full_disk_log_one_line_and_retry(
     with MockServer(cluster, namesrv_port=0) as server:
         client = RawClient(server.broker_addrs["broker-a"])
         ext = {"consumerGroup": "g", "topic": "TopicTest", "queueId": 0, "commitOffset": 5}
-        assert client.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext).code == ResponseCode.SUCCESS
+        # a two-way commit is persisted before its acknowledgement: on a full disk it fails
+        assert client.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext).code == ResponseCode.SYSTEM_ERROR
+        # a oneway one (a consumer's periodic commit) is left to the periodic flush
+        oneway = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+        oneway.flag |= FLAG_ONEWAY
+        client.send(oneway)
+        query = {"consumerGroup": "g", "topic": "TopicTest", "queueId": 0}
+        assert client.call(RequestCode.QUERY_CONSUMER_OFFSET, query).ext_fields["offset"] == "5"
         time.sleep(0.6)  # about ten failed flushes
         flush_lines = [r for r in caplog.records if "periodic flush" in r.getMessage()]
         assert len(flush_lines) == 1 and not flush_lines[0].exc_info
