@@ -100,7 +100,7 @@ class RestoreOffsetCommand(SubCommand):
         if not params.get("dry_run"):
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
-        _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")))
+        _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")), bool(params.get("dry_run")))
         route = route_of(admin, backup.topic)
         known = set(route.message_queues())
         wanted = {MessageQueue(backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets}
@@ -159,9 +159,10 @@ def _addresses(address: str) -> set[str]:
     return {a.strip() for a in address.split(";") if a.strip()}
 
 
-def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, allowed: bool) -> None:
+def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, allowed: bool, dry_run: bool) -> None:
     """Refuse a backup taken from another cluster: same cluster names, and the same name server
-    or at least one broker address in common (another name server of the same cluster)."""
+    or at least one broker address in common (another name server of the same cluster). A dry
+    run changes nothing, so it only warns and shows the plan."""
     if backup.clusters is None and backup.brokers is None:
         return  # an older backup records only the address it was taken through
     infos = admin.cluster_brokers()
@@ -175,6 +176,9 @@ def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, 
     there = f"cluster {','.join(clusters) or '?'} at {admin.address}"
     taken = f"cluster {','.join(backup.clusters or []) or '?'} at {backup.address}"
     message = f"backup {path} was taken from {taken}, not {there}"
+    if dry_run and not allowed:
+        ctx.env.warn(f"{message}: applying this plan there needs --other-cluster")
+        return
     if not allowed:
         raise errors.UsageError(f"{message}: pass --other-cluster to restore it there; nothing was changed")
     ctx.env.warn(f"{message}: restoring there (--other-cluster)")

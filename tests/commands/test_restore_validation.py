@@ -87,6 +87,11 @@ def test_other_cluster_names_both_and_the_flag_lets_it_through(
     res = cli("restoreOffset", "-n", store.address, "--from", path)
     assert res.code == 2
     assert "OtherCluster at 10.0.0.1:9876" in res.stderr and f"at {store.address}" in res.stderr
+    dry = cli(
+        "restoreOffset", "-n", store.address, "--from", path, "--dry-run"
+    )  # shows the plan, says what applying needs
+    assert dry.code == 0 and "applying this plan there needs --other-cluster" in dry.stderr
+    assert set(offsets(store).values()) == {0}
     ok = cli("restoreOffset", "-n", store.address, "--from", path, "--other-cluster")
     assert ok.code == 0, ok.stderr
     assert set(offsets(store).values()) == {10}
