@@ -15,17 +15,16 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import UsageError
-from mqadmin.model import Message
 from mqadmin.replay.planner import Plan, Slice, digest
-from mqadmin.replay.sinks import Sink
-from mqadmin.replay.worker import MessageFilter, SliceStats, run_slice
+from mqadmin.replay.sinks import Sink, row_writer
+from mqadmin.replay.worker import MessageFilter, SliceStats, run_slice, run_slice_rows
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -222,7 +221,10 @@ def run_local(
     written = sum(s.written for s in done.values())
     todo: Iterator[Slice] = iter([s for s in plan.slices if s.index not in done])
     stop = threading.Event()
-    window: deque[tuple[Slice, Future[tuple[list[Message], SliceStats, bool]]]] = deque()
+    window: deque[tuple[Slice, Future[tuple[list[Any], SliceStats, bool]]]] = deque()
+    # file and stdout sinks take rows decoded in bulk; re-publishing sinks need Message objects
+    write_rows = row_writer(sink)
+    job: Callable[..., tuple[list[Any], SliceStats, bool]] = run_slice if write_rows is None else run_slice_rows
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="replay")
     limit_reached = limit is not None and written >= limit
     complete = limit_reached
@@ -235,7 +237,7 @@ def run_local(
                     nxt = next(todo, None)
                     if nxt is None:
                         return
-                    window.append((nxt, pool.submit(run_slice, admin, nxt, flt, stop=stop, on_progress=bar.advance)))
+                    window.append((nxt, pool.submit(job, admin, nxt, flt, stop=stop, on_progress=bar.advance)))
 
             if not limit_reached:
                 fill()
@@ -246,7 +248,7 @@ def run_local(
                     raise RuntimeError(f"slice {slc.index} stopped early")
                 if limit is not None:
                     messages = messages[: max(limit - written, 0)]
-                st.written = sink.write(slc, messages)
+                st.written = sink.write(slc, messages) if write_rows is None else write_rows(slc, messages)
                 state = sink.sync()
                 written += st.written
                 stats[slc.index] = st

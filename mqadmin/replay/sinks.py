@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
 from mqadmin.errors import UsageError
 from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.planner import Slice
-from mqadmin.replay.records import to_json_line, to_row
+from mqadmin.replay.records import Row, json_lines, to_row
 from mqadmin.safety import fsync_dir
 
 if TYPE_CHECKING:
@@ -158,6 +158,13 @@ class Sink(Protocol):
         ...
 
 
+def row_writer(sink: Sink) -> Callable[[Slice, Sequence[Row]], int] | None:
+    """The sink's ``write_rows`` when it writes replay rows (files, stdout), which the engines
+    then decode in bulk; None when it needs ``Message`` objects (re-publishing sinks)."""
+    write_rows: Callable[[Slice, Sequence[Row]], int] | None = getattr(sink, "write_rows", None)
+    return write_rows
+
+
 class JsonlSink:
     """JSON lines appended to ``PATH.partial``; resume truncates to the last synced length."""
 
@@ -183,9 +190,12 @@ class JsonlSink:
             self._f = self.partial.open("wb")
 
     def write(self, slc: Slice, messages: Sequence[Message]) -> int:
-        if messages:
-            self._f.write("".join(to_json_line(m, slc.broker) + "\n" for m in messages).encode("utf-8"))
-        return len(messages)
+        return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        if rows:
+            self._f.write(json_lines(rows))
+        return len(rows)
 
     def sync(self) -> dict[str, Any]:
         self._f.flush()
@@ -239,7 +249,10 @@ class ParquetSink:
         return self.parts / f"{index:08d}.parquet"
 
     def write(self, slc: Slice, messages: Sequence[Message]) -> int:
-        if not messages:
+        return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        if not rows:
             return 0
         import pyarrow.parquet as pq
 
@@ -247,12 +260,12 @@ class ParquetSink:
 
         part = self._part(slc.index)
         tmp = part.with_name(part.name + ".tmp")
-        pq.write_table(rows_to_table(to_row(m, slc.broker) for m in messages), tmp)
+        pq.write_table(rows_to_table(rows), tmp)
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, part)
         self._written.append(slc.index)
-        return len(messages)
+        return len(rows)
 
     def sync(self) -> dict[str, Any]:
         fsync_dir(self.parts)
@@ -285,7 +298,12 @@ class StdoutSink:
         self.stream = stream
 
     def write(self, slc: Slice, messages: Sequence[Message]) -> int:
-        return self.write_lines([to_json_line(m, slc.broker) for m in messages])
+        return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        if rows:
+            self.stream.write(json_lines(rows).decode("utf-8"))
+        return len(rows)
 
     def write_lines(self, lines: Sequence[str]) -> int:
         """Lines already encoded elsewhere (by Spark executors)."""
