@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mqadmin.errors import UsageError
 from mqadmin.replay.planner import Plan, Slice, digest
 from mqadmin.replay.sinks import Sink, row_writer
-from mqadmin.replay.worker import MessageFilter, SliceStats, run_slice, run_slice_rows
+from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc, run_slice, run_slice_rows
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -226,6 +226,7 @@ def run_local(
     write_rows = row_writer(sink)
     job: Callable[..., tuple[list[Any], SliceStats, bool]] = run_slice if write_rows is None else run_slice_rows
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="replay")
+    resume_gc = pause_gc()
     limit_reached = limit is not None and written >= limit
     complete = limit_reached
     scanned_before = sum(s.scanned + s.missing for s in done.values())
@@ -271,4 +272,5 @@ def run_local(
     finally:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+        resume_gc()
     return ReplayOutcome(stats, complete, len(done), time.monotonic() - t0, limit_reached)

@@ -119,34 +119,26 @@ def to_json_line(msg: Message, broker: str) -> str:
     return json_lines([to_row(msg, broker)])[:-1].decode("utf-8")
 
 
-def json_lines(rows: Iterable[Row]) -> bytes:
+def json_lines(rows: Sequence[Row]) -> bytes:
     """Rows as JSON lines, each ending in a newline: compact, keys in RECORD_KEYS order, non-ASCII
     as UTF-8, ``body`` when the bytes are UTF-8 else ``body_base64`` -- byte for byte what
     ``json.dumps(to_record(...), ensure_ascii=False, separators=(",", ":"))`` writes, through
     orjson (the standard library's encoder took most of a replay's time)."""
+    # a few hundred lines at a time: joining small outputs while they are in cache is several
+    # times faster than gathering a whole slice's lines first
+    return b"".join(_json_chunk(rows[i : i + _JSON_CHUNK]) for i in range(0, len(rows), _JSON_CHUNK))
+
+
+_JSON_CHUNK = 256
+
+
+def _json_chunk(rows: Sequence[Row]) -> bytes:
     import orjson
 
     dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
     b64 = binascii.b2a_base64
     out: list[bytes] = []
-    for (
-        topic,
-        broker,
-        qid,
-        qoff,
-        phy,
-        msg_id,
-        uniq,
-        tags,
-        keys,
-        born_ts,
-        store_ts,
-        born,
-        store,
-        rc,
-        props,
-        body,
-    ) in rows:
+    for topic, broker, qid, qoff, phy, msg_id, uniq, tags, keys, born_ts, store_ts, born, store, rc, props, body in rows:
         record = {
             "topic": topic,
             "broker": broker,

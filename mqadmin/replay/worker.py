@@ -8,6 +8,7 @@ there is one implementation of pulling and filtering to get right. It takes a pl
 from __future__ import annotations
 
 import functools
+import gc
 import re
 import threading
 from collections import deque
@@ -33,6 +34,36 @@ PULL_DEPTH = 8
 #: RocketMQ separates several keys in the KEYS property with a space
 KEY_SEPARATOR = " "
 _TAG = re.compile(r"^[^|\s]+$")
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+def pause_gc() -> Callable[[], None]:
+    """Pause the cyclic garbage collector until the returned function is called (pauses nest,
+    across threads). A replay allocates millions of acyclic objects (rows, buffers, lines) that
+    the collector would scan over and over to free nothing: that was a third of its time."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    done = threading.Event()
+
+    def resume() -> None:
+        global _gc_pauses
+        with _gc_lock:
+            if done.is_set():
+                return
+            done.set()
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+    return resume
 
 
 class PullError(MqadminError):
