@@ -15,16 +15,17 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import UsageError
 from mqadmin.replay.planner import Plan, Slice, digest
-from mqadmin.replay.sinks import Sink, row_writer
-from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc, run_slice, run_slice_rows
+from mqadmin.replay.pool import SlicePool, SliceResult
+from mqadmin.replay.sinks import Sink
+from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -221,11 +222,8 @@ def run_local(
     written = sum(s.written for s in done.values())
     todo: Iterator[Slice] = iter([s for s in plan.slices if s.index not in done])
     stop = threading.Event()
-    window: deque[tuple[Slice, Future[tuple[list[Any], SliceStats, bool]]]] = deque()
-    # file and stdout sinks take rows decoded in bulk; re-publishing sinks need Message objects
-    write_rows = row_writer(sink)
-    job: Callable[..., tuple[list[Any], SliceStats, bool]] = run_slice if write_rows is None else run_slice_rows
-    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="replay")
+    window: deque[tuple[Slice, Future[SliceResult]]] = deque()
+    pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit)
     resume_gc = pause_gc()
     limit_reached = limit is not None and written >= limit
     complete = limit_reached
@@ -238,18 +236,18 @@ def run_local(
                     nxt = next(todo, None)
                     if nxt is None:
                         return
-                    window.append((nxt, pool.submit(job, admin, nxt, flt, stop=stop, on_progress=bar.advance)))
+                    window.append((nxt, pool.submit(nxt, stop, bar.advance)))
 
             if not limit_reached:
                 fill()
             while window:
                 slc, fut = window.popleft()
-                messages, st, finished = fut.result()
+                messages, st, finished = pool.result(slc, fut, bar.advance)
                 if not finished:  # only when stopped, and stop is set only on the way out
                     raise RuntimeError(f"slice {slc.index} stopped early")
                 if limit is not None:
                     messages = messages[: max(limit - written, 0)]
-                st.written = sink.write(slc, messages) if write_rows is None else write_rows(slc, messages)
+                st.written = pool.write(slc, messages, st)
                 state = sink.sync()
                 written += st.written
                 stats[slc.index] = st
@@ -271,6 +269,6 @@ def run_local(
         raise
     finally:
         stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown()
         resume_gc()
     return ReplayOutcome(stats, complete, len(done), time.monotonic() - t0, limit_reached)

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO, cast
 
 from mqadmin.errors import UsageError
 from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.planner import Slice
-from mqadmin.replay.records import Row, json_lines, to_row
+from mqadmin.replay.records import Row, json_chunks, rows_to_table, to_row
 from mqadmin.safety import fsync_dir
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from mqadmin.admin import Admin
 
 SCHEMES = ("jsonl", "parquet", "stdout", "topic", "group")
@@ -158,11 +160,23 @@ class Sink(Protocol):
         ...
 
 
-def row_writer(sink: Sink) -> Callable[[Slice, Sequence[Row]], int] | None:
-    """The sink's ``write_rows`` when it writes replay rows (files, stdout), which the engines
-    then decode in bulk; None when it needs ``Message`` objects (re-publishing sinks)."""
-    write_rows: Callable[[Slice, Sequence[Row]], int] | None = getattr(sink, "write_rows", None)
-    return write_rows
+class RowSink(Sink, Protocol):
+    """A sink of replay rows (files, stdout): the engines decode messages in bulk for it, or
+    have worker processes encode whole slices with ``encode_rows`` (a picklable function)."""
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int: ...
+
+    @staticmethod
+    def encode_rows(rows: Sequence[Row]) -> Any: ...
+
+    def write_encoded(self, slc: Slice, encoded: Any, count: int) -> int:
+        """Write what ``encode_rows`` made of a slice's ``count`` rows."""
+        ...
+
+
+def as_row_sink(sink: Sink) -> RowSink | None:
+    """The sink as a RowSink, or None when it needs ``Message`` objects (re-publishing sinks)."""
+    return cast(RowSink, sink) if hasattr(sink, "write_rows") else None
 
 
 class JsonlSink:
@@ -193,9 +207,13 @@ class JsonlSink:
         return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
 
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
-        if rows:
-            self._f.write(json_lines(rows))
-        return len(rows)
+        return self.write_encoded(slc, json_chunks(rows), len(rows))
+
+    encode_rows = staticmethod(json_chunks)
+
+    def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
+        self._f.writelines(encoded)
+        return count
 
     def sync(self) -> dict[str, Any]:
         self._f.flush()
@@ -252,20 +270,23 @@ class ParquetSink:
         return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
 
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
-        if not rows:
+        return self.write_encoded(slc, rows_to_table(rows), len(rows))
+
+    encode_rows = staticmethod(rows_to_table)
+
+    def write_encoded(self, slc: Slice, encoded: pyarrow.Table, count: int) -> int:
+        if not count:
             return 0
         import pyarrow.parquet as pq
 
-        from mqadmin.replay.records import rows_to_table
-
         part = self._part(slc.index)
         tmp = part.with_name(part.name + ".tmp")
-        pq.write_table(rows_to_table(rows), tmp)
+        pq.write_table(encoded, tmp)
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, part)
         self._written.append(slc.index)
-        return len(rows)
+        return count
 
     def sync(self) -> dict[str, Any]:
         fsync_dir(self.parts)
@@ -301,9 +322,14 @@ class StdoutSink:
         return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
 
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
-        if rows:
-            self.stream.write(json_lines(rows).decode("utf-8"))
-        return len(rows)
+        return self.write_encoded(slc, json_chunks(rows), len(rows))
+
+    encode_rows = staticmethod(json_chunks)
+
+    def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
+        for chunk in encoded:
+            self.stream.write(chunk.decode("utf-8"))
+        return count
 
     def write_lines(self, lines: Sequence[str]) -> int:
         """Lines already encoded elsewhere (by Spark executors)."""
