@@ -149,10 +149,10 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def replay_once(address: str, plan: Plan, sink: Sink, out: Path, label: str, read_only: bool = True) -> Row:
+def replay_once(address: str, plan: Plan, sink: Sink, out: Path, label: str) -> Row:
     """One local-engine replay into ``sink`` (then removed): wall and CPU time."""
     flt = MessageFilter(plan.begin, plan.end)
-    admin = connect(address, read_only=read_only) if read_only else connect(address, timeout=10)
+    admin = connect(address, read_only=True, timeout=10)
     try:
         c, t = cpu_seconds(), time.monotonic()
         outcome = run_local(admin, plan, flt, sink)
@@ -173,9 +173,7 @@ def median_row(rows: list[Row]) -> Row:
     return replace(pick, cpu=statistics.median(r.cpu for r in rows))
 
 
-def bench_formats(
-    address: str, plan: Plan, tmp: Path, formats: list[str], repeat: int, read_only: bool = True
-) -> list[tuple[Row, Row]]:
+def bench_formats(address: str, plan: Plan, tmp: Path, formats: list[str], repeat: int) -> list[tuple[Row, Row]]:
     """(baseline, local engine) per format, medians of ``repeat`` runs taken alternately."""
     out: list[tuple[Row, Row]] = []
     for fmt in formats:
@@ -183,8 +181,8 @@ def bench_formats(
         new: list[Row] = []
         for i in range(repeat):
             path = tmp / f"{fmt}-{i}.{fmt}"
-            base.append(replay_once(address, plan, BASELINES[fmt](path), path, f"{fmt} baseline", read_only))
-            new.append(replay_once(address, plan, open_sink(parse_target(f"{fmt}:{path}")), path, f"{fmt}", read_only))
+            base.append(replay_once(address, plan, BASELINES[fmt](path), path, f"{fmt} baseline"))
+            new.append(replay_once(address, plan, open_sink(parse_target(f"{fmt}:{path}")), path, f"{fmt}"))
             print(f"  {fmt}: baseline {base[-1].seconds:.1f} s, local engine {new[-1].seconds:.1f} s", file=sys.stderr)
         out.append((median_row(base), median_row(new)))
     return out

@@ -475,14 +475,19 @@ class FrameDecoder:
             raise BadFrame(f"frame length {length} leaves no room for the header word")
         if len(buf) < LENGTH_FIELD_SIZE + length:
             return None
-        frame = bytes(buf[LENGTH_FIELD_SIZE : LENGTH_FIELD_SIZE + length])
-        del buf[: LENGTH_FIELD_SIZE + length]
-        (word,) = _UNSIGNED_INT.unpack_from(frame)
+        (word,) = _UNSIGNED_INT.unpack_from(buf, LENGTH_FIELD_SIZE)
         stype = (word >> SERIALIZE_TYPE_SHIFT) & SERIALIZE_TYPE_MASK
         header_len = word & HEADER_LENGTH_MASK
         if header_len > length - HEADER_WORD_SIZE:
             raise BadFrame(f"header length {header_len} exceeds frame length {length}")
-        header_end = HEADER_WORD_SIZE + header_len
-        cmd = decode_header(frame[HEADER_WORD_SIZE:header_end], stype)
-        cmd.body = frame[header_end:]
+        header_start = LENGTH_FIELD_SIZE + HEADER_WORD_SIZE
+        header_end = header_start + header_len
+        end = LENGTH_FIELD_SIZE + length
+        # copy the header and the body once each (a pull body is up to megabytes), then drop them
+        with memoryview(buf) as view:
+            header = view[header_start:header_end].tobytes()
+            body = view[header_end:end].tobytes()
+        del buf[:end]
+        cmd = decode_header(header, stype)
+        cmd.body = body
         return cmd
