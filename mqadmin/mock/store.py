@@ -64,6 +64,7 @@ class CommitLog:
         self._fds: dict[int, int] = {}
         #: read-only maps of the files, for zero-copy reads in bulk (``view``)
         self._maps: dict[int, mmap.mmap] = {}
+        self._last_map: tuple[int, mmap.mmap] | None = None
         self._lock = threading.Lock()
         self._write_pos: int | None = None
 
@@ -99,13 +100,9 @@ class CommitLog:
     def view(self, offset: int, size: int) -> memoryview:
         """The ``size`` bytes at ``offset`` without copying them: a slice of a read-only map of
         the file (remapped when the file has grown since). Replays read every record this way."""
-        starts = [s for s, _ in self._files]
-        i = bisect.bisect_right(starts, offset) - 1
-        if i >= 0:
-            start = starts[i]
-            m = self._maps.get(start)
-            if m is not None and offset - start + size <= len(m):
-                return memoryview(m)[offset - start : offset - start + size]
+        last = self._last_map  # consecutive records are nearly always in the same file
+        if last is not None and 0 <= offset - last[0] and offset - last[0] + size <= len(last[1]):
+            return memoryview(last[1])[offset - last[0] : offset - last[0] + size]
         return self._remap(offset, size)
 
     def _remap(self, offset: int, size: int) -> memoryview:
@@ -125,6 +122,7 @@ class CommitLog:
                 if old is not None:
                     _close_map(old)
             m = self._maps[start]
+            self._last_map = (start, m)
         return memoryview(m)[offset - start : offset - start + size]
 
     def _file_len(self, i: int) -> int:
@@ -173,6 +171,7 @@ class CommitLog:
             self._files.append((start, path))
 
     def close(self) -> None:
+        self._last_map = None
         for m in self._maps.values():
             _close_map(m)
         self._maps.clear()
