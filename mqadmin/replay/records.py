@@ -194,6 +194,9 @@ def _json_chunk(rows: Sequence[Row]) -> bytes:
 _V4_HEAD = struct.Struct(">iiiiiqqiqQqQiqi")
 _SHORT = struct.Struct(">h")
 _V6_FLAGS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+#: host texts by their 8 packed bytes (ip, port): a replay meets few hosts, many times
+_HOSTS: dict[int, str] = {}
+_HOSTS_MAX = 4096
 
 
 def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]:
@@ -206,7 +209,9 @@ def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]
     unpack = _V4_HEAD.unpack_from
     head_size = _V4_HEAD.size
     unpack_short = _SHORT.unpack_from
-    hosts: dict[int, str] = {}
+    hosts = _HOSTS
+    if len(hosts) > _HOSTS_MAX:
+        hosts.clear()
     pair_sep, name_sep = PROPERTY_PAIR_SEP, PROPERTY_NAME_SEP
     for buffer in buffers:
         buf = memoryview(buffer)
