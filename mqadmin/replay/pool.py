@@ -14,8 +14,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.replay.planner import Slice
@@ -59,6 +58,7 @@ class SlicePool:
         self.executor: Executor
         if self.processes:
             import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
             ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
@@ -69,6 +69,8 @@ class SlicePool:
 
     def submit(self, slc: Slice, stop: threading.Event, on_progress: Callable[[int, int], None]) -> Future[SliceResult]:
         if self.processes:
+            from concurrent.futures.process import BrokenProcessPool
+
             try:
                 return self.executor.submit(self._job, slc)
             except BrokenProcessPool:  # e.g. a script that runs this without a __main__ guard
