@@ -17,23 +17,25 @@ pays off from ``fixed / (1/local rate - 1/spark rate)`` messages. The machine ha
 by the server (or broker JVM), the engine and Spark's JVM, and is noisy: the load average is
 printed with the figures.
 
-Measured here (2 cores shared with other work, load average 1.4-6; best of 1-2 runs):
+The local engine replays each ``--formats`` output alternately with a baseline measured in the
+same run (the Message-per-record path with the standard library's JSON encoder); the medians of
+``--repeat`` runs, the ratio and the client's CPU time per message are printed.
 
-    source          engine           msgs/s   MB/s
-    mock server 1M  local (threads)  16,373   16.0
-    mock server 1M  spark local[1]   13,008   12.7
-    mock server 1M  spark local[2]   15,953   15.6
-    real 5.3.3 200k local (threads)  11,929-15,888   11.6-15.5
-    real 5.3.3 200k spark local[1]    7,550-9,805     7.4-9.6
-    real 5.3.3 200k spark local[2]   17,291-22,637   16.9-22.1
+Measured here (2 cores shared with other work, load average 5-15; medians of 3):
 
-Spark's fixed cost is 14-21 s (CLI, 100 messages, --engine spark minus --engine local). From
-the mock server Spark never pays off: local[2] keeps both cores 93 % busy (the server itself
-takes ~0.2 core) yet only matches the local engine, which needs ~0.8 core: Spark's per-message
-cost (rows pickled to the JVM, its writer) eats the second core. From the real broker the local
-engine is slower (a real broker returns at most 32 messages a pull, the mock 64) and local[2]
-is 1.4x faster, paying off from ~0.6-1 M messages; local[1] never does. Producing with our send reaches 2.5-2.7 k msgs/s of 1 KiB (1 M: ~6-7 min),
-which is why the real broker replays 200 k. Building the 1 M mock store takes 2.5-7 minutes.
+    source          local engine    baseline       ratio  client CPU us/msg
+    mock server 1M  123,502 msg/s   39,815 msg/s   3.1x   21.1 -> 5.4
+    real 5.3.3 200k  64,784 msg/s   31,471 msg/s   2.1x   23.1 -> 9.3
+
+Before bulk decoding and pipelined pulls: 16.4 k msg/s from the mock server, 11.9-15.9 k from
+5.3.3. A real broker answers at most 32 messages a pull, so each message carries a 32nd of a
+pull's client work (request, wake-up, reply header) and the broker's JVM takes 3-11 us of CPU a
+message on the same two cores.
+
+Spark, measured before bulk decoding (best of 1-2): from the mock server local[1] 13,008 and
+local[2] 15,953 msgs/s; from 5.3.3 local[1] 7,550-9,805 and local[2] 17,291-22,637 msgs/s;
+fixed cost 14-21 s (CLI, 100 messages, --engine spark minus --engine local). Producing with our
+send reaches 2.5-5 k msgs/s of 1 KiB, which is why the real broker replays 200 k.
 """
 
 from __future__ import annotations
