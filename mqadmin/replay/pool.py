@@ -40,7 +40,7 @@ class SlicePool:
     """Runs slices for ``run_local`` and writes each one's output to the sink.
 
     Re-publishing sinks get ``Message`` objects; file and stdout sinks get rows decoded in bulk,
-    or -- in worker processes -- their bytes already encoded by ``sink.encode_rows``.
+    or -- in worker processes -- whatever ``sink.encoder()`` makes of them (bytes, a part file).
     """
 
     def __init__(self, admin: Admin, sink: Sink, flt: MessageFilter, *, workers: int, total: int, limit: int | None):
@@ -63,7 +63,7 @@ class SlicePool:
             ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
             assert self.rows is not None
-            self._job = functools.partial(encode_slice, admin.address, flt=flt, encode=self.rows.encode_rows)
+            self._job = functools.partial(encode_slice, admin.address, flt=flt, encode=self.rows.encoder())
         else:
             self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
 
@@ -124,7 +124,9 @@ def _child_init() -> None:
     pause_gc()  # a worker process only replays (see pause_gc)
 
 
-def encode_slice(address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[list[Any]], Any]) -> SliceResult:
+def encode_slice(
+    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, list[Any]], Any]
+) -> SliceResult:
     """Worker process: read one slice from the store at ``address`` and encode it for the sink."""
     admin = _admins.get(address)
     if admin is None:
@@ -132,4 +134,4 @@ def encode_slice(address: str, slc: Slice, *, flt: MessageFilter, encode: Callab
 
         admin = _admins[address] = connect(address, read_only=True)
     rows, stats, finished = run_slice_rows(admin, slc, flt)
-    return encode(rows), stats, finished
+    return encode(slc, rows), stats, finished

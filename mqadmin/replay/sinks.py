@@ -8,9 +8,10 @@ the engine records a slice as finished in the checkpoint only after it returns.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO, cast
@@ -22,8 +23,6 @@ from mqadmin.replay.records import Row, json_chunks, rows_to_table, to_row
 from mqadmin.safety import fsync_dir
 
 if TYPE_CHECKING:
-    import pyarrow
-
     from mqadmin.admin import Admin
 
 SCHEMES = ("jsonl", "parquet", "stdout", "topic", "group")
@@ -162,16 +161,23 @@ class Sink(Protocol):
 
 class RowSink(Sink, Protocol):
     """A sink of replay rows (files, stdout): the engines decode messages in bulk for it, or
-    have worker processes encode whole slices with ``encode_rows`` (a picklable function)."""
+    have worker processes encode whole slices with its ``encoder()``."""
 
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int: ...
 
-    @staticmethod
-    def encode_rows(rows: Sequence[Row]) -> Any: ...
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], Any]:
+        """A picklable function that a worker process runs on a slice's rows (encoding them,
+        or writing a part file): its result goes to ``write_encoded``."""
+        ...
 
     def write_encoded(self, slc: Slice, encoded: Any, count: int) -> int:
-        """Write what ``encode_rows`` made of a slice's ``count`` rows."""
+        """Write what ``encoder()`` made of a slice's ``count`` rows."""
         ...
+
+
+def encode_json(slc: Slice, rows: Sequence[Row]) -> list[bytes]:
+    """The JSON-lines sinks' encoder (see ``json_chunks``)."""
+    return json_chunks(rows)
 
 
 def as_row_sink(sink: Sink) -> RowSink | None:
@@ -209,7 +215,8 @@ class JsonlSink:
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
         return self.write_encoded(slc, json_chunks(rows), len(rows))
 
-    encode_rows = staticmethod(json_chunks)
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
+        return encode_json
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
         self._f.writelines(encoded)
@@ -270,22 +277,16 @@ class ParquetSink:
         return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
 
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
-        return self.write_encoded(slc, rows_to_table(rows), len(rows))
+        return self.write_encoded(slc, self.encoder()(slc, rows), len(rows))
 
-    encode_rows = staticmethod(rows_to_table)
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], str | None]:
+        return functools.partial(write_part, str(self.parts))
 
-    def write_encoded(self, slc: Slice, encoded: pyarrow.Table, count: int) -> int:
-        if not count:
+    def write_encoded(self, slc: Slice, encoded: str | None, count: int) -> int:
+        """Move a part that ``write_part`` wrote (and synced) into place."""
+        if encoded is None:
             return 0
-        import pyarrow.parquet as pq
-
-        part = self._part(slc.index)
-        tmp = part.with_name(part.name + ".tmp")
-        # parts are read back once, by finish(): uncompressed and plain they cost a fifth to read
-        pq.write_table(encoded, tmp, compression="none", use_dictionary=False)
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, part)
+        os.replace(encoded, self._part(slc.index))
         self._written.append(slc.index)
         return count
 
@@ -313,6 +314,21 @@ class ParquetSink:
             shutil.rmtree(self.parts, ignore_errors=True)
 
 
+def write_part(parts: str, slc: Slice, rows: Sequence[Row]) -> str | None:
+    """Write a slice's rows as a Parquet part beside its final name, synced; returns its path
+    (None for no rows). Worker processes run this, so parts are written in parallel."""
+    if not rows:
+        return None
+    import pyarrow.parquet as pq
+
+    tmp = Path(parts) / f"{slc.index:08d}.parquet.{os.getpid()}.tmp"
+    # parts are read back once, by finish(): uncompressed and plain they cost a fifth to read
+    pq.write_table(rows_to_table(rows), tmp, compression="none", use_dictionary=False)
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    return str(tmp)
+
+
 class StdoutSink:
     """JSON lines on stdout, for pipes (``| jq``); the summary then goes to stderr."""
 
@@ -325,7 +341,8 @@ class StdoutSink:
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
         return self.write_encoded(slc, json_chunks(rows), len(rows))
 
-    encode_rows = staticmethod(json_chunks)
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
+        return encode_json
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
         for chunk in encoded:
