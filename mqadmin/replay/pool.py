@@ -47,6 +47,7 @@ class SlicePool:
         self.admin, self.sink, self.flt = admin, sink, flt
         self.rows = as_row_sink(sink)
         self._workers = max(1, workers)
+        self._remote: set[Future[SliceResult]] = set()  # futures of worker processes
         processes = min(workers, os.cpu_count() or 1)
         self.processes = (
             self.rows is not None
@@ -72,7 +73,9 @@ class SlicePool:
             from concurrent.futures.process import BrokenProcessPool
 
             try:
-                return self.executor.submit(self._job, slc)
+                fut: Future[SliceResult] = self.executor.submit(self._job, slc)
+                self._remote.add(fut)
+                return fut
             except BrokenProcessPool:  # e.g. a script that runs this without a __main__ guard
                 self.executor.shutdown(wait=False, cancel_futures=True)
                 self.processes = False
@@ -83,14 +86,13 @@ class SlicePool:
     def result(self, slc: Slice, fut: Future[SliceResult], on_progress: Callable[[int, int], None]) -> SliceResult:
         """The slice's result; one that failed in a worker process is run again here, so its
         error is raised exactly as without processes (exceptions do not all cross processes)."""
-        if not self.processes:
+        if fut not in self._remote:
             return fut.result()
+        self._remote.discard(fut)
         try:
-            out = fut.result()
+            encoded, stats, finished = fut.result()
         except Exception:
-            rows, stats, finished = run_slice_rows(self.admin, slc, self.flt)
-            return rows, stats, finished
-        encoded, stats, finished = out
+            return run_slice_rows(self.admin, slc, self.flt, on_progress=on_progress)
         on_progress(stats.scanned, stats.bytes)
         return _Encoded(encoded), stats, finished
 

@@ -67,3 +67,28 @@ def test_processes_write_the_same_bytes_as_threads(
 def test_only_stores_on_disk_and_file_sinks_use_processes() -> None:
     assert pool.is_on_disk("mock://demo") and pool.is_on_disk("store:/var/rmq") and pool.is_on_disk("mock")
     assert not pool.is_on_disk("127.0.0.1:9876")
+
+
+def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error of a slice that fails in a child is raised with its own class (here the broker's
+    TopicNotExist, which does not survive pickling), and the unfinished output is removed."""
+    from dataclasses import replace
+
+    from mqadmin import errors
+    from mqadmin.replay.planner import Plan
+
+    monkeypatch.setattr(pool, "PROCESS_MIN_MESSAGES", 0)
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: 2)
+    admin = connect(address, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0, T0 + 3000, slice_size=500)
+        bad = replace(plan.slices[3], topic="Gone")
+        plan = Plan(plan.topic, plan.begin, plan.end, plan.ranges, (*plan.slices[:3], bad, *plan.slices[4:]))
+        out = tmp_path / "o.jsonl"
+        with pytest.raises(errors.TopicNotExist):
+            run_local(admin, plan, MessageFilter(plan.begin, plan.end), open_sink(parse_target(f"jsonl:{out}")))
+    finally:
+        admin.close()
+    assert not out.exists() and not out.with_name("o.jsonl.partial").exists()
