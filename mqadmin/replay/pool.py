@@ -31,6 +31,14 @@ PROCESS_MIN_MESSAGES = 200_000
 SliceResult = tuple[Any, SliceStats, bool]
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (a container or taskset may allow fewer than the host has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def is_on_disk(address: str) -> bool:
     """An address a worker process can open by itself, read-only: an embedded or offline store."""
     return address == "mock" or address.startswith(("mock:", "store:"))
@@ -48,7 +56,7 @@ class SlicePool:
         self.rows = as_row_sink(sink)
         self._workers = max(1, workers)
         self._remote: set[Future[SliceResult]] = set()  # futures of worker processes
-        processes = min(workers, os.cpu_count() or 1)
+        processes = min(workers, usable_cpus())
         self.processes = (
             self.rows is not None
             and limit is None  # a limit cuts rows, not encoded bytes
