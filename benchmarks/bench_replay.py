@@ -1,29 +1,40 @@
-"""Replay throughput: the local engine against Spark local[1] and local[2], plus Spark's start-up.
+"""Replay throughput on an embedded store: the local engine to JSON lines and Parquet, Spark local[1]/[2].
 
-    .venv/bin/python benchmarks/bench_replay.py                   # 1 M messages of 1 KiB
-    .venv/bin/python benchmarks/bench_replay.py --messages 200000 # a quicker run
+    .venv/bin/python benchmarks/bench_replay.py --engines local            # 1 M messages of 1 KiB, JSONL + Parquet
+    .venv/bin/python benchmarks/bench_replay.py --messages 200000 --repeat 3 # a quicker run
     .venv/bin/python benchmarks/bench_replay.py --address HOST:PORT --topic T --begin MS --end MS
 
-Without --address it builds (once, then reuses) an embedded mock store under --store. Every
-engine replays the same plan to JSON lines; the table gives messages/s and MB/s of body bytes,
-and the plan size where Spark starts to pay off: start-up / (1/local rate - 1/Spark rate).
+Without --address it builds (once, then reuses) an embedded mock store under --store. The local
+engine replays the plan to each ``--formats`` output, alternating with a baseline measured in the
+same run: the Message-per-record path with the standard library's JSON encoder (and, for Parquet,
+row-by-row Arrow conversion) that replays used before bulk decoding. Each figure is the median of
+``--repeat`` runs; the ratio is figure / baseline; CPU is user+system time of the process and its
+worker processes per message (less sensitive than wall time to other load on the machine). Spark
+engines replay to JSON lines; the table gives where Spark starts to pay off: start-up / (1/local
+rate - 1/Spark rate).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from mqadmin.admin import connect
+from mqadmin.model import Message
 from mqadmin.replay.local import run_local
-from mqadmin.replay.planner import Plan, plan_window
-from mqadmin.replay.sinks import open_sink, parse_target
+from mqadmin.replay.planner import Plan, Slice, plan_window
+from mqadmin.replay.records import ROW_KEYS, arrow_schema, to_record, to_row
+from mqadmin.replay.sinks import Sink, open_sink, parse_target
 from mqadmin.replay.worker import MessageFilter
 
 T0 = 1_700_000_000_000
@@ -36,6 +47,7 @@ class Row:
     seconds: float
     messages: int
     body_bytes: int
+    cpu: float = 0.0  # CPU seconds (this process and its worker processes)
 
     @property
     def rate(self) -> float:
@@ -73,21 +85,122 @@ def make_plan(address: str, topic: str, begin: int, end: int, slice_size: int) -
         admin.close()
 
 
-def bench_local(address: str, plan: Plan, out: Path, repeat: int) -> Row:
+class BaselineJsonl:
+    """JSON lines as replays wrote them before bulk decoding: a Message per record, then
+    ``json.dumps`` of its record per line (the engine takes its Message path for this sink)."""
+
+    def __init__(self, path: Path):
+        self._f = path.open("wb")
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        lines = (json.dumps(to_record(m, slc.broker), ensure_ascii=False, separators=(",", ":")) for m in messages)
+        self._f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        return {}
+
+    def finish(self) -> None:
+        self._f.close()
+
+    def abort(self, *, keep: bool) -> None:
+        self._f.close()
+
+
+class BaselineParquet:
+    """Parquet as replays wrote it before: a Message per record, row tuples turned into Arrow
+    columns value by value (maps as item lists), one row group per slice (no part merge, so
+    this baseline is if anything faster than the old sink)."""
+
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self._writer = pq.ParquetWriter(path, arrow_schema())
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        import pyarrow as pa
+
+        schema = arrow_schema()
+        columns: list[list[Any]] = [[] for _ in ROW_KEYS]
+        for m in messages:
+            for i, value in enumerate(to_row(m, slc.broker)):
+                columns[i].append(list(value.items()) if ROW_KEYS[i] == "properties" else value)
+        arrays = [pa.array(c, type=schema.field(i).type) for i, c in enumerate(columns)]
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        self._writer.close()
+
+    def abort(self, *, keep: bool) -> None:
+        self._writer.close()
+
+
+BASELINES: dict[str, Callable[[Path], Sink]] = {"jsonl": BaselineJsonl, "parquet": BaselineParquet}
+
+
+def cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def replay_once(address: str, plan: Plan, sink: Sink, out: Path, label: str) -> Row:
+    """One local-engine replay into ``sink`` (then removed): wall and CPU time."""
     flt = MessageFilter(plan.begin, plan.end)
-    admin = connect(address, read_only=True)
-    best = None
+    admin = connect(address, read_only=True, timeout=10)
     try:
-        for _ in range(repeat):
-            t = time.monotonic()
-            outcome = run_local(admin, plan, flt, open_sink(parse_target(f"jsonl:{out}")))
-            seconds = time.monotonic() - t
-            best = seconds if best is None else min(best, seconds)
-            out.unlink()
+        c, t = cpu_seconds(), time.monotonic()
+        outcome = run_local(admin, plan, flt, sink)
+        seconds, cpu = time.monotonic() - t, cpu_seconds() - c
     finally:
         admin.close()
-    assert best is not None
-    return Row("local (threads)", best, outcome.written, sum(s.bytes for s in outcome.stats.values()))
+    if out.is_dir():
+        shutil.rmtree(out)
+    else:
+        out.unlink(missing_ok=True)
+    body_bytes = sum(s.bytes for s in outcome.stats.values())
+    return Row(label, seconds, outcome.written, body_bytes, cpu)
+
+
+def median_row(rows: list[Row]) -> Row:
+    """The run with the median time (its CPU figure is the median too)."""
+    pick = sorted(rows, key=lambda r: r.seconds)[len(rows) // 2]
+    return replace(pick, cpu=statistics.median(r.cpu for r in rows))
+
+
+def bench_formats(address: str, plan: Plan, tmp: Path, formats: list[str], repeat: int) -> list[tuple[Row, Row]]:
+    """(baseline, local engine) per format, medians of ``repeat`` runs taken alternately."""
+    out: list[tuple[Row, Row]] = []
+    for fmt in formats:
+        base: list[Row] = []
+        new: list[Row] = []
+        for i in range(repeat):
+            path = tmp / f"{fmt}-{i}.{fmt}"
+            base.append(replay_once(address, plan, BASELINES[fmt](path), path, f"{fmt} baseline"))
+            new.append(replay_once(address, plan, open_sink(parse_target(f"{fmt}:{path}")), path, f"{fmt}"))
+            print(f"  {fmt}: baseline {base[-1].seconds:.1f} s, local engine {new[-1].seconds:.1f} s", file=sys.stderr)
+        out.append((median_row(base), median_row(new)))
+    return out
+
+
+def report_formats(pairs: list[tuple[Row, Row]], label: str) -> None:
+    print(f"{label:<22}{'baseline msgs/s':>16}{'local msgs/s':>14}{'ratio':>7}{'MB/s':>7}{'CPU us/msg':>18}")
+    for base, new in pairs:
+        cpu = f"{base.cpu / base.messages * 1e6:.1f} -> {new.cpu / new.messages * 1e6:.1f}"
+        print(
+            f"{new.engine:<22}{base.rate:>16,.0f}{new.rate:>14,.0f}{new.rate / base.rate:>6.1f}x{new.mb_rate:>7.0f}{cpu:>18}"
+        )
+
+
+def bench_local(address: str, plan: Plan, out: Path, repeat: int) -> Row:
+    """The local engine to JSON lines (the row compared with Spark's)."""
+    rows = [replay_once(address, plan, open_sink(parse_target(f"jsonl:{out}")), out, "local") for _ in range(repeat)]
+    return median_row(rows)
 
 
 def bench_spark(address: str, plan: Plan, master: str, out: Path, repeat: int) -> tuple[Row, float]:
@@ -130,7 +243,8 @@ def main() -> None:
     ap.add_argument("--end", type=int)
     ap.add_argument("--slice-size", type=int, default=8192)
     ap.add_argument("--engines", default="local,local[1],local[2]", help="local and Spark masters, comma-separated")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per engine; the best time counts (noisy hosts)")
+    ap.add_argument("--formats", default="jsonl,parquet", help="local engine outputs, each against its baseline")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the median counts (noisy hosts)")
     args = ap.parse_args()
 
     address = args.address or build_store(args.store, args.messages, args.body_size)
@@ -139,16 +253,25 @@ def main() -> None:
     print(f"plan: {plan.total} messages in {len(plan.slices)} slices from {address}", file=sys.stderr)
     rows: list[Row] = []
     startups: dict[str, float] = {}
+    pairs: list[tuple[Row, Row]] = []
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="mqadmin-bench-") as tmp:
         for engine in args.engines.split(","):
             out = Path(tmp) / engine.replace("[", "_").replace("]", "")
             if engine == "local":
-                rows.append(bench_local(address, plan, out, args.repeat))
+                pairs = bench_formats(address, plan, Path(tmp), args.formats.split(","), args.repeat)
+                rows += [new for base, new in pairs if new.engine == "jsonl"]
+                if not rows:
+                    rows.append(bench_local(address, plan, out.with_suffix(".jsonl"), args.repeat))
+                rows[-1] = replace(rows[-1], engine="local (jsonl)")
             else:
                 row, startups[engine] = bench_spark(address, plan, engine, out, args.repeat)
                 rows.append(row)
             print(f"  {rows[-1].engine}: {rows[-1].seconds:.1f} s", file=sys.stderr)
 
+    if pairs:
+        print(f"\nlocal engine, {plan.total:,} messages ({args.body_size} B bodies), medians of {args.repeat}")
+        report_formats(pairs, f"{os.cpu_count()} cores, load {load:.1f}")
     print(f"\nreplay of {plan.total:,} messages ({args.body_size} B bodies), JSON lines out\n")
     print(f"{'engine':<18}{'seconds':>9}{'msgs/s':>11}{'MB/s':>8}")
     for r in rows:

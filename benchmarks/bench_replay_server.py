@@ -17,23 +17,25 @@ pays off from ``fixed / (1/local rate - 1/spark rate)`` messages. The machine ha
 by the server (or broker JVM), the engine and Spark's JVM, and is noisy: the load average is
 printed with the figures.
 
-Measured here (2 cores shared with other work, load average 1.4-6; best of 1-2 runs):
+The local engine replays each ``--formats`` output alternately with a baseline measured in the
+same run (the Message-per-record path with the standard library's JSON encoder); the medians of
+``--repeat`` runs, the ratio and the client's CPU time per message are printed.
 
-    source          engine           msgs/s   MB/s
-    mock server 1M  local (threads)  16,373   16.0
-    mock server 1M  spark local[1]   13,008   12.7
-    mock server 1M  spark local[2]   15,953   15.6
-    real 5.3.3 200k local (threads)  11,929-15,888   11.6-15.5
-    real 5.3.3 200k spark local[1]    7,550-9,805     7.4-9.6
-    real 5.3.3 200k spark local[2]   17,291-22,637   16.9-22.1
+Measured here (2 cores shared with other work, load average 4-15; medians of 3; two runs):
 
-Spark's fixed cost is 14-21 s (CLI, 100 messages, --engine spark minus --engine local). From
-the mock server Spark never pays off: local[2] keeps both cores 93 % busy (the server itself
-takes ~0.2 core) yet only matches the local engine, which needs ~0.8 core: Spark's per-message
-cost (rows pickled to the JVM, its writer) eats the second core. From the real broker the local
-engine is slower (a real broker returns at most 32 messages a pull, the mock 64) and local[2]
-is 1.4x faster, paying off from ~0.6-1 M messages; local[1] never does. Producing with our send reaches 2.5-2.7 k msgs/s of 1 KiB (1 M: ~6-7 min),
-which is why the real broker replays 200 k. Building the 1 M mock store takes 2.5-7 minutes.
+    source          local engine          baseline             ratio    client CPU us/msg
+    mock server 1M  123,502-132,185 msg/s 38,450-39,815 msg/s  3.1-3.4x 21 -> 5.3-5.4
+    real 5.3.3 200k  61,702-64,784 msg/s  30,179-31,471 msg/s  2.0-2.1x 23 -> 9.3-9.9
+
+Before bulk decoding and pipelined pulls: 16.4 k msg/s from the mock server, 11.9-15.9 k from
+5.3.3. A real broker answers at most 32 messages a pull, so each message carries a 32nd of a
+pull's client work (request, wake-up, reply header) and the broker's JVM takes 3-11 us of CPU a
+message on the same two cores.
+
+Spark, measured before bulk decoding (best of 1-2): from the mock server local[1] 13,008 and
+local[2] 15,953 msgs/s; from 5.3.3 local[1] 7,550-9,805 and local[2] 17,291-22,637 msgs/s;
+fixed cost 14-21 s (CLI, 100 messages, --engine spark minus --engine local). Producing with our
+send reaches 2.5-5 k msgs/s of 1 KiB, which is why the real broker replays 200 k.
 """
 
 from __future__ import annotations
@@ -57,14 +59,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and importable as a script helper
 
 # the same store the embedded benchmark builds (and reuses when it matches)
-from bench_replay import T0, build_store  # noqa: E402
+from bench_replay import T0, bench_formats, build_store, report_formats  # noqa: E402
+from bench_replay import Row as FormatRow  # noqa: E402
 
 from mqadmin import errors  # noqa: E402
 from mqadmin.admin import connect  # noqa: E402
 from mqadmin.model import Message, MessageQueue  # noqa: E402
-from mqadmin.replay.local import run_local  # noqa: E402
 from mqadmin.replay.planner import Plan, plan_window  # noqa: E402
-from mqadmin.replay.sinks import open_sink, parse_target  # noqa: E402
+from mqadmin.replay.sinks import parse_target  # noqa: E402
 from mqadmin.replay.worker import MessageFilter  # noqa: E402
 
 MIB = 1024 * 1024
@@ -145,24 +147,6 @@ def make_plan(address: str, begin: int, end: int, slice_size: int) -> tuple[Plan
     return plan, time.monotonic() - t
 
 
-def bench_local(source: str, address: str, plan: Plan, out: Path, repeat: int) -> Row:
-    flt = MessageFilter(plan.begin, plan.end)
-    best: Row | None = None
-    for _ in range(repeat):
-        admin = connect(address, timeout=10)
-        try:
-            t = time.monotonic()
-            outcome = run_local(admin, plan, flt, open_sink(parse_target(f"jsonl:{out}")))
-            seconds = time.monotonic() - t
-        finally:
-            admin.close()
-        out.unlink()
-        row = Row(source, "local (threads)", seconds, outcome.written, sum(s.bytes for s in outcome.stats.values()))
-        best = row if best is None or row.seconds < best.seconds else best
-    assert best is not None
-    return best
-
-
 def bench_spark(source: str, address: str, plan: Plan, master: str, out: Path, repeat: int) -> Row:
     """The best full replay on a session that has already run a tiny job (no start-up inside)."""
     from mqadmin.spark.engine import build_session, run_replay
@@ -212,12 +196,20 @@ def fixed_cost(address: str, begin: int, end: int, tmp: Path, master: str, repea
     return local, spark
 
 
-def run_engines(source: str, address: str, plan: Plan, engines: list[str], tmp: Path, repeat: int) -> list[Row]:
+#: the local engine's figures per source: (baseline, local engine) per output format
+FORMAT_PAIRS: dict[str, list[tuple[FormatRow, FormatRow]]] = {}
+
+
+def run_engines(
+    source: str, address: str, plan: Plan, engines: list[str], tmp: Path, repeat: int, formats: list[str]
+) -> list[Row]:
     rows = []
     for engine in engines:
         out = tmp / f"{source}-{engine}".replace(" ", "_").replace("[", "_").replace("]", "")
         if engine == "local":
-            rows.append(bench_local(source, address, plan, out.with_suffix(".jsonl"), repeat))
+            pairs = FORMAT_PAIRS[source] = bench_formats(address, plan, tmp, formats, repeat)
+            new = pairs[0][1]
+            rows.append(Row(source, "local (threads)", new.seconds, new.messages, new.body_bytes))
         else:
             rows.append(bench_spark(source, address, plan, engine, out, repeat))
         print(f"  {source} {rows[-1].engine}: {rows[-1].seconds:.1f} s", file=sys.stderr)
@@ -330,9 +322,13 @@ def bench_real(version: str, count: int, body_size: int, args: argparse.Namespac
         print(f"  produced at {produce_rate:,.0f} msgs/s", file=sys.stderr)
         begin, end = store_window(address)
         plan, plan_s = make_plan(address, begin, end, args.slice_size)
-        rows = run_engines(f"real {version}", address, plan, args.engines.split(","), tmp, args.repeat)
+        rows = run_engines(f"real {version}", address, plan, args.engines.split(","), tmp, args.repeat, args.formats)
         spark_master = next((e for e in reversed(args.engines.split(",")) if e != "local"), "local[2]")
-        fixed = fixed_cost(address, begin, tiny_end(address, begin), tmp, spark_master, args.repeat)
+        fixed = (
+            (0.0, 0.0)
+            if args.no_fixed_cost
+            else fixed_cost(address, begin, tiny_end(address, begin), tmp, spark_master, 1)
+        )
     return RealResult(version, rows, produce_rate, plan, plan_s, fixed)
 
 
@@ -365,10 +361,13 @@ def main() -> None:
     ap.add_argument("--store", type=Path, default=Path(tempfile.gettempdir()) / "mqadmin-bench-server-store")
     ap.add_argument("--slice-size", type=int, default=8192)
     ap.add_argument("--engines", default="local,local[1],local[2]", help="local and Spark masters, comma-separated")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per engine; the best time counts (noisy hosts)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the local engine's median counts")
+    ap.add_argument("--formats", default="jsonl", help="local engine outputs, each against its baseline")
+    ap.add_argument("--no-fixed-cost", action="store_true", help="skip the CLI start-up (Spark fixed cost) runs")
     ap.add_argument("--real-messages", type=int, default=200_000, help="messages produced to the real broker; 0 skips")
     ap.add_argument("--real-version", default="5.3.3")
     args = ap.parse_args()
+    args.formats = args.formats.split(",")
 
     started = time.monotonic()
     load_before = os.getloadavg()
@@ -380,8 +379,8 @@ def main() -> None:
         with mock_server(args.store) as address:
             plan, plan_s = make_plan(address, T0, T0 + args.messages + 1, args.slice_size)
             print(f"plan: {plan.total:,} messages in {len(plan.slices)} slices from {address}", file=sys.stderr)
-            rows = run_engines("mock server", address, plan, engines, tmp, args.repeat)
-            fixed = fixed_cost(address, T0, T0 + TINY, tmp, spark_master, args.repeat)
+            rows = run_engines("mock server", address, plan, engines, tmp, args.repeat, args.formats)
+            fixed = (0.0, 0.0) if args.no_fixed_cost else fixed_cost(address, T0, T0 + TINY, tmp, spark_master, 1)
         real = (
             bench_real(args.real_version, args.real_messages, args.body_size, args, tmp) if args.real_messages else None
         )
@@ -391,21 +390,26 @@ def main() -> None:
     print(f"mock server: {plan.total:,} messages (planned in {plan_s:.2f} s)")
     if real is not None:
         print(f"real {real.version}: {real.plan.total:,} messages (planned in {real.plan_s:.2f} s)")
+    for source, pairs in FORMAT_PAIRS.items():
+        print(f"\nlocal engine from the {source}: baseline = Message objects + stdlib json, medians of {args.repeat}")
+        report_formats(pairs, source)
     print()
     report_rows(rows + (real.rows if real is not None else []))
-    print(f"\nfixed start-up, a {TINY}-message rangeReplay as a fresh CLI process (mock server):")
-    print(f"  --engine local {fixed[0]:.1f} s, --engine spark {spark_master} {fixed[1]:.1f} s")
-    print(f"  Spark's fixed cost: {fixed[1] - fixed[0]:.1f} s")
-    for master in (e for e in engines if e != "local"):
-        print(f"  spark {master} pays off (mock server) {payoff(rows, fixed, master)}")
+    if not args.no_fixed_cost:
+        print(f"\nfixed start-up, a {TINY}-message rangeReplay as a fresh CLI process (mock server):")
+        print(f"  --engine local {fixed[0]:.1f} s, --engine spark {spark_master} {fixed[1]:.1f} s")
+        print(f"  Spark's fixed cost: {fixed[1] - fixed[0]:.1f} s")
+        for master in (e for e in engines if e != "local"):
+            print(f"  spark {master} pays off (mock server) {payoff(rows, fixed, master)}")
     if real is not None:
         print(
             f"\nreal {real.version}: produced with our send at {real.produce_rate:,.0f} msgs/s ({REAL_SENDERS} threads;"
         )
         print(f"  1 M messages would take ~{1e6 / real.produce_rate:.0f} s)")
-        print(f"  Spark's fixed cost on the real broker: {real.fixed[1] - real.fixed[0]:.1f} s")
-        for master in (e for e in engines if e != "local"):
-            print(f"  spark {master} pays off (real broker) {payoff(real.rows, real.fixed, master)}")
+        if not args.no_fixed_cost:
+            print(f"  Spark's fixed cost on the real broker: {real.fixed[1] - real.fixed[0]:.1f} s")
+            for master in (e for e in engines if e != "local"):
+                print(f"  spark {master} pays off (real broker) {payoff(real.rows, real.fixed, master)}")
     print(f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after; {time.monotonic() - started:.0f} s")
 
 

@@ -257,8 +257,9 @@ def _optional_codec(name: str) -> object:
         ) from exc
 
 
-def iter_messages(buf: bytes, *, decompress: bool = True) -> Iterator[Message]:
+def iter_messages(buf: bytes | memoryview, *, decompress: bool = True) -> Iterator[Message]:
     """Concatenated records, as in a PULL or QUERY body."""
+    buf = bytes(buf) if isinstance(buf, memoryview) else buf
     pos = 0
     while pos < len(buf):
         msg, pos = decode_message(buf, pos, decompress=decompress)

@@ -150,3 +150,16 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[Message]
+
+
+@dataclass(frozen=True)
+class RawPull:
+    """A pull answer whose messages are still encoded: ``records`` are buffers of concatenated
+    commit-log records (a reply's body, or views into a store's files), for callers that decode
+    many messages at once into columns rather than one ``Message`` at a time."""
+
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes | memoryview]

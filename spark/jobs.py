@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from mqadmin.model import MessageQueue
 from mqadmin.replay.planner import FirstMatch, Slice, TimeField, first_match
-from mqadmin.replay.records import to_json_line, to_row
-from mqadmin.replay.worker import MessageFilter, SliceScan
+from mqadmin.replay.records import json_chunks
+from mqadmin.replay.worker import MessageFilter, SliceScan, pause_gc
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -59,6 +59,7 @@ def scan_partition(
     from mqadmin.replay.sinks import GroupSink, Sink, TopicSink
 
     flt = MessageFilter.from_json(filter_doc)
+    resume_gc = pause_gc()  # see pause_gc: an executor's Python worker only replays
     sending = mode in (SEND_TOPIC, SEND_GROUP)
     # with a mock:// address this opens the store read-only: executors only read
     admin = connect(address, read_only=not sending)
@@ -75,15 +76,23 @@ def scan_partition(
                 scan.stats.written = sink.write(slc, list(scan))
                 yield (slc.index, scan.stats.to_json())
                 continue
-            for msg in scan:
-                if mode == LINES:
-                    yield (slc.broker, slc.queue_id, to_json_line(msg, slc.broker))
-                elif mode == ROWS:
-                    yield to_row(msg, slc.broker)
-                elif mode == STREAM_LINES:
-                    yield (slc.index, to_json_line(msg, slc.broker), None)
-                else:
+            if mode == STREAM_MESSAGES:
+                for msg in scan:
                     yield (slc.index, msg, None)
+            else:
+                # the local engine's bulk decoding and encoder, so both engines write the same bytes
+                for rows in scan.rows():
+                    if mode == ROWS:
+                        for row in rows:
+                            yield row[:-1] + (bytes(row[-1]),)  # bodies cross to the JVM as bytes
+                        continue
+                    lines = b"".join(json_chunks(rows)).decode("utf-8").split("\n")[:-1]
+                    if mode == LINES:
+                        for line in lines:
+                            yield (slc.broker, slc.queue_id, line)
+                    else:
+                        for line in lines:
+                            yield (slc.index, line, None)
             scan.stats.written = scan.stats.matched
             if mode in (STREAM_LINES, STREAM_MESSAGES):
                 yield (slc.index, None, scan.stats.to_json())
@@ -91,6 +100,7 @@ def scan_partition(
                 stats.add({slc.index: scan.stats.to_json()})
     finally:
         admin.close()
+        resume_gc()
 
 
 def slices_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:

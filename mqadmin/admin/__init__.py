@@ -19,6 +19,7 @@ from mqadmin.model import (
     Message,
     MessageQueue,
     PullResult,
+    RawPull,
     SendResult,
     TopicRoute,
 )
@@ -46,6 +47,12 @@ def version_tuple(version: str) -> tuple[int, ...]:
             break
         parts.append(int(p))
     return tuple(parts)
+
+
+class PendingPull(Protocol):
+    """A pull on its way: ``result()`` waits for the answer (raising what ``pull`` would)."""
+
+    def result(self) -> RawPull: ...
 
 
 class Admin(Protocol):
@@ -89,6 +96,7 @@ class Admin(Protocol):
 
     # messages
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult: ...
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PendingPull: ...
     def send(self, topic: str, message: Message, queue: MessageQueue | None = None) -> SendResult: ...
     def send_back(self, group: str, message: Message, delay_level: int = 0) -> None: ...
 
@@ -123,4 +131,4 @@ def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = Fals
     return RemotingAdmin(addr, timeout=timeout, **options)  # type: ignore[arg-type,no-any-return,unused-ignore]
 
 
-__all__ = ["Admin", "BrokerData", "BrokerInfo", "connect", "default_home", "resolve_address"]
+__all__ = ["Admin", "BrokerData", "BrokerInfo", "PendingPull", "connect", "default_home", "resolve_address"]

@@ -22,6 +22,7 @@ from mqadmin.model import (
     MessageQueue,
     OffsetWrapper,
     PullResult,
+    RawPull,
     SendResult,
     TopicRoute,
 )
@@ -230,6 +231,11 @@ class MockAdmin:
             m.broker_name = mq.broker_name
         return PullResult(outcome.status, outcome.next_begin_offset, outcome.min_offset, outcome.max_offset, messages)
 
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> _LazyPull:
+        """``pull`` with the records left encoded (views of the store's files), run when its
+        result is asked for: in process there is no round trip to overlap."""
+        return _LazyPull(self, mq, offset, max_nums)
+
     def send(self, topic: str, message: Message, queue: MessageQueue | None = None) -> SendResult:
         self._check(topic)
         if queue is None:
@@ -247,3 +253,18 @@ class MockAdmin:
 
     def close(self) -> None:
         self.cluster.close()
+
+
+class _LazyPull:
+    """A pull of the embedded store that runs on ``result()`` (a dropped one costs nothing)."""
+
+    def __init__(self, admin: MockAdmin, mq: MessageQueue, offset: int, max_nums: int):
+        self._args = (admin, mq, offset, max_nums)
+
+    def result(self) -> RawPull:
+        admin, mq, offset, max_nums = self._args
+        broker = admin._broker(mq.broker_name)
+        if broker.topic_config(mq.topic) is None:  # as pull()
+            raise errors.TopicNotExist(f"topic[{mq.topic}] not exist, apply first please!", broker.addr)
+        out = broker.pull(None, mq.topic, mq.queue_id, offset, max_nums)
+        return RawPull(out.status, out.next_begin_offset, out.min_offset, out.max_offset, out.records)

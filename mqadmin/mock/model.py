@@ -58,7 +58,8 @@ class PullOutcome:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    records: list[bytes]
+    #: encoded records: bytes, or views of the store's mapped files
+    records: list[bytes | memoryview]
 
 
 class MockBroker:
@@ -506,20 +507,24 @@ class MockBroker:
             return PullOutcome("OFFSET_OVERFLOW_ONE", offset, lo, hi, [])
         if offset > hi:
             return PullOutcome("OFFSET_OVERFLOW_BADLY", hi, lo, hi, [])
-        records: list[bytes] = []
+        records: list[bytes | memoryview] = []
         size = 0
         next_offset = offset
         scan_limit = max(max_nums, 1) * 16 if tags else max_nums
-        while next_offset < hi and len(records) < max_nums and next_offset - offset < scan_limit:
-            entry = cq.entry(next_offset)
+        view = self.store.commitlog.view
+        codes = {java_string_hash(t) for t in tags} if tags is not None else None
+        # entries unpacked in bulk, records as views of the mapped commit log (no copies)
+        for phy, entry_size, code in cq.entries(offset, min(hi, offset + max(scan_limit, 1))):
+            if len(records) >= max_nums:
+                break
             next_offset += 1
-            if tags is not None and not _tags_match(self, entry, tags):
+            if codes is not None and code not in codes:
                 continue
-            if records and size + entry.size > max_bytes:
+            if records and size + entry_size > max_bytes:
                 next_offset -= 1
                 break
-            records.append(self.store.read_record(entry))
-            size += entry.size
+            records.append(view(phy, entry_size))
+            size += entry_size
         if group is not None:
             self._last_pull[(group, topic, queue_id)] = next_offset
             if records:
@@ -591,7 +596,3 @@ class _TimeView:
 
     def __getitem__(self, offset: int) -> int:
         return self._broker.store.store_time(self._cq.entry(offset))
-
-
-def _tags_match(broker: MockBroker, entry: Any, tags: set[str]) -> bool:
-    return any(java_string_hash(t) == entry.tags_code for t in tags)

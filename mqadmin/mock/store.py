@@ -13,6 +13,7 @@ log (a broker killed before its flush) is dropped.
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import struct
 import threading
@@ -94,6 +95,9 @@ class CommitLog:
         self.file_size = file_size
         self._files = _numbered_files(folder)
         self._fds: dict[int, int] = {}
+        #: read-only maps of the files, for zero-copy reads in bulk (``view``)
+        self._maps: dict[int, mmap.mmap] = {}
+        self._last_map: tuple[int, mmap.mmap] | None = None
         self._lock = threading.Lock()
         self._write_pos: int | None = None
 
@@ -125,6 +129,34 @@ class CommitLog:
         if len(data) < size:
             raise StoreError(f"commit log offset {offset}+{size} is beyond the end of {path.name}")
         return data
+
+    def view(self, offset: int, size: int) -> memoryview:
+        """The ``size`` bytes at ``offset`` without copying them: a slice of a read-only map of
+        the file (remapped when the file has grown since). Replays read every record this way."""
+        last = self._last_map  # consecutive records are nearly always in the same file
+        if last is not None and 0 <= offset - last[0] and offset - last[0] + size <= len(last[1]):
+            return memoryview(last[1])[offset - last[0] : offset - last[0] + size]
+        return self._remap(offset, size)
+
+    def _remap(self, offset: int, size: int) -> memoryview:
+        self._refresh()
+        starts = [s for s, _ in self._files]
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0:
+            raise StoreError(f"commit log offset {offset} is below the store's first file")
+        start, path = self._files[i]
+        length = self._file_len(i)
+        if offset - start + size > length or size <= 0:
+            raise StoreError(f"commit log offset {offset}+{size} is beyond the end of {path.name}")
+        with self._lock:
+            old = self._maps.get(start)
+            if old is None or len(old) < offset - start + size:
+                self._maps[start] = mmap.mmap(self._fd(start, path), length, access=mmap.ACCESS_READ)
+                if old is not None:
+                    _close_map(old)
+            m = self._maps[start]
+            self._last_map = (start, m)
+        return memoryview(m)[offset - start : offset - start + size]
 
     def _file_len(self, i: int) -> int:
         try:
@@ -207,9 +239,22 @@ class CommitLog:
         return length - pos
 
     def close(self) -> None:
+        self._last_map = None
+        for m in self._maps.values():
+            _close_map(m)
+        self._maps.clear()
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+def _close_map(m: mmap.mmap) -> None:
+    """Unmap now, or (while views of it are still held, e.g. rows not yet written) when the
+    last view goes."""
+    try:
+        m.close()
+    except BufferError:
+        pass
 
 
 @dataclass(frozen=True)
@@ -307,6 +352,25 @@ class ConsumeQueue:
             raw = path.read_bytes()
             data = self._data[start] = raw[: _used_length(raw)]
         return CqEntry(*_CQ_ENTRY.unpack_from(data, pos - start))
+
+    def entries(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """(commit-log offset, size, tags code) of the entries ``[lo, hi)`` (within the queue's
+        bounds), unpacked in bulk from the cached files."""
+        lo, hi = max(lo, self.min_offset), min(hi, self.max_offset)
+        out: list[tuple[int, int, int]] = []
+        for i, (start, path) in enumerate(self._files):
+            first = start // CQ_UNIT
+            last = self._files[i + 1][0] // CQ_UNIT if i + 1 < len(self._files) else hi
+            if last <= lo or first >= hi:
+                continue
+            data = self._data.get(start)
+            if data is None:
+                raw = path.read_bytes()
+                data = self._data[start] = raw[: _used_length(raw)]
+            a, b = (max(lo, first) - first) * CQ_UNIT, (min(hi, last) - first) * CQ_UNIT
+            b = min(b, len(data) - len(data) % CQ_UNIT)
+            out.extend(_CQ_ENTRY.iter_unpack(memoryview(data)[a:b]))
+        return out
 
     def file_bounds(self) -> list[tuple[int, int]]:
         """[first, end) logical offsets of each file, for per-file searches as the broker does."""

@@ -29,10 +29,11 @@ from mqadmin.model import (
     OffsetWrapper,
     PullResult,
     QueueData,
+    RawPull,
     SendResult,
     TopicRoute,
 )
-from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, RemotingClient, TlsOptions
+from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, PendingReply, RemotingClient, TlsOptions
 from mqadmin.remoting.codec import DEFAULT_LANGUAGE, RemotingCommand
 from mqadmin.remoting.codes import LanguageCode, RequestCode, ResponseCode, version_name
 
@@ -578,6 +579,21 @@ class RemotingAdmin:
         OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE, NO_MESSAGE_IN_QUEUE...), as the mock reports it;
         a reply without one gets the Java client's PullStatus name for its code.
         """
+        raw = self.pull_raw(mq, offset, max_nums).result()
+        messages: list[Message] = []
+        for body in raw.records:
+            try:
+                messages += iter_messages(bytes(body))
+            except MessageDecodeError as exc:
+                addr = self._broker_addr(mq.broker_name)
+                raise MalformedReply(f"cannot decode the messages pulled from {addr} ({mq}): {exc}", addr) from None
+        for m in messages:
+            m.broker_name = mq.broker_name
+        return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages)
+
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> _PendingPull:
+        """``pull`` sent without waiting, its body left encoded: a replay keeps several in flight
+        over the one pipelined connection and decodes each body in bulk."""
         addr = self._broker_addr(mq.broker_name)
         fields: dict[str, object] = {
             "consumerGroup": TOOLS_CONSUMER_GROUP,
@@ -592,25 +608,29 @@ class RemotingAdmin:
             "subVersion": 0,
             "expressionType": EXPRESSION_TYPE_TAG,
         }
-        reply = self._invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), idempotent=True)
+        return _PendingPull(
+            self, addr, self._client.submit(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields))
+        )
+
+    def _pull_result(self, addr: str, pending: PendingReply) -> RawPull:
+        try:
+            reply = self._client.wait(pending, idempotent=True)
+        except ConnectFailed:
+            self._forget_addr(addr)
+            raise
         fallback = PULL_STATUS.get(reply.code)
         if fallback is None:
             raise errors.BrokerError.for_code(reply.code, reply.remark or "", addr)
-        messages: list[Message] = []
+        records: list[bytes | memoryview] = []
         if reply.code == ResponseCode.SUCCESS and reply.body:
-            try:
-                messages = list(iter_messages(reply.body))
-            except MessageDecodeError as exc:
-                raise MalformedReply(f"cannot decode the messages pulled from {addr} ({mq}): {exc}", addr) from None
-            for m in messages:
-                m.broker_name = mq.broker_name
+            records.append(reply.body)
         remark = reply.remark or ""
-        return PullResult(
+        return RawPull(
             remark if _STATUS_NAME_RE.fullmatch(remark) else fallback,
             self._ext_int(addr, reply, "nextBeginOffset"),
             self._ext_int(addr, reply, "minOffset"),
             self._ext_int(addr, reply, "maxOffset"),
-            messages,
+            records,
         )
 
     def _writable_queues(self, topic: str) -> list[MessageQueue]:
@@ -698,3 +718,13 @@ class RemotingAdmin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _PendingPull:
+    """A PULL_MESSAGE in flight; ``result()`` waits for it as ``pull`` would."""
+
+    def __init__(self, admin: RemotingAdmin, addr: str, pending: PendingReply):
+        self._admin, self._addr, self._pending = admin, addr, pending
+
+    def result(self) -> RawPull:
+        return self._admin._pull_result(self._addr, self._pending)

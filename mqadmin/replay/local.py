@@ -17,16 +17,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import UsageError
-from mqadmin.model import Message
 from mqadmin.replay.planner import Plan, Slice, digest
+from mqadmin.replay.pool import SlicePool, SliceResult
 from mqadmin.replay.sinks import Sink
-from mqadmin.replay.worker import MessageFilter, SliceStats, run_slice
+from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -271,8 +271,9 @@ def run_local(
     written = sum(s.written for s in done.values())
     todo: Iterator[Slice] = iter([s for s in plan.slices if s.index not in done])
     stop = threading.Event()
-    window: deque[tuple[Slice, Future[tuple[list[Message], SliceStats, bool]]]] = deque()
-    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="replay")
+    window: deque[tuple[Slice, Future[SliceResult]]] = deque()
+    pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit)
+    resume_gc = pause_gc()
     limit_reached = limit is not None and written >= limit
     complete = limit_reached
     scanned_before = sum(s.scanned + s.missing for s in done.values())
@@ -284,18 +285,18 @@ def run_local(
                     nxt = next(todo, None)
                     if nxt is None:
                         return
-                    window.append((nxt, pool.submit(run_slice, admin, nxt, flt, stop=stop, on_progress=bar.advance)))
+                    window.append((nxt, pool.submit(nxt, stop, bar.advance)))
 
             if not limit_reached:
                 fill()
             while window:
                 slc, fut = window.popleft()
-                messages, st, finished = fut.result()
+                messages, st, finished = pool.result(slc, fut, bar.advance)
                 if not finished:  # only when stopped, and stop is set only on the way out
                     raise RuntimeError(f"slice {slc.index} stopped early")
                 if limit is not None:
                     messages = messages[: max(limit - written, 0)]
-                st.written = sink.write(slc, messages)
+                st.written = pool.write(slc, messages, st)
                 state = sink.sync()
                 written += st.written
                 stats[slc.index] = st
@@ -320,5 +321,6 @@ def run_local(
         raise
     finally:
         stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown()
+        resume_gc()
     return ReplayOutcome(stats, complete, len(done), time.monotonic() - t0, limit_reached)

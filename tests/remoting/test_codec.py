@@ -394,3 +394,32 @@ def test_language_codes_are_header_bytes() -> None:
 )
 def test_codes_from_the_doc_tables(member: int, number: int) -> None:
     assert member == number
+
+
+def test_json_header_fast_path_writes_what_fastjson_writes() -> None:
+    """Headers take the C encoder unless a string needs fastjson's own escapes; either way the
+    bytes are fastjson's (control characters as upper-case \\u00XX, DEL escaped)."""
+    import itertools
+
+    from mqadmin import fastjson
+    from mqadmin.remoting.codec import encode_header
+
+    awkward = [
+        "plain",
+        "é 😀 \u2028",
+        "nul\x00",
+        "unit\x1f",
+        "del\x7f",
+        'q"uote',
+        "back\\slash",
+        "\\u0041",
+        "\n\t\b\f\r",
+    ]
+    for i, (key, value) in enumerate(itertools.product(awkward, repeat=2)):
+        cmd = RemotingCommand(code=11, opaque=i, remark=value if i % 2 else None, ext_fields={key: value, "b": "1"})
+        bean = {"code": 11, "extFields": dict(sorted({key: value, "b": "1"}.items())), "flag": 0}
+        bean.update({"language": cmd.language, "opaque": i})
+        if i % 2:
+            bean["remark"] = value
+        bean.update({"serializeTypeCurrentRPC": "JSON", "version": cmd.version})
+        assert encode_header(cmd) == fastjson.dumps(bean).encode("utf-8"), (key, value)

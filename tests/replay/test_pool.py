@@ -1,0 +1,94 @@
+"""Worker processes for big replays of a store on disk write exactly what threads write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mqadmin.admin import connect
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.seed import fill_topic
+from mqadmin.replay import pool
+from mqadmin.replay.local import run_local
+from mqadmin.replay.planner import plan_window
+from mqadmin.replay.sinks import open_sink, parse_target
+from mqadmin.replay.worker import MessageFilter
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def address(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("pool") / "store"
+    cluster = MockCluster.create(root)
+    fill_topic(cluster, "T", 3000, T0, T0 + 3000, body_size=300)
+    cluster.close()
+    return f"mock://{root}"
+
+
+def replay(address: str, out: Path, kind: str, *, processes: bool, monkeypatch: pytest.MonkeyPatch) -> bool:
+    monkeypatch.setattr(pool, "PROCESS_MIN_MESSAGES", 0 if processes else 10**12)
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
+    admin = connect(address, read_only=True)
+    used: list[bool] = []
+    real_init = pool.SlicePool.__init__
+
+    def spy(self: pool.SlicePool, *args: object, **kw: object) -> None:
+        real_init(self, *args, **kw)  # type: ignore[arg-type]
+        used.append(self.processes)
+
+    monkeypatch.setattr(pool.SlicePool, "__init__", spy)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0 + 100, T0 + 2900, slice_size=500)
+        outcome = run_local(admin, plan, MessageFilter(plan.begin, plan.end), open_sink(parse_target(f"{kind}:{out}")))
+    finally:
+        admin.close()
+    assert outcome.complete and outcome.written == 2800
+    return used[0]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_processes_write_the_same_bytes_as_threads(
+    address: str, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "parquet":
+        pytest.importorskip("pyarrow")
+    assert replay(address, tmp_path / f"p.{kind}", kind, processes=True, monkeypatch=monkeypatch)
+    assert not replay(address, tmp_path / f"t.{kind}", kind, processes=False, monkeypatch=monkeypatch)
+    if kind == "jsonl":
+        assert (tmp_path / "p.jsonl").read_bytes() == (tmp_path / "t.jsonl").read_bytes()
+    else:
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(tmp_path / "p.parquet").equals(pq.read_table(tmp_path / "t.parquet"))
+
+
+def test_only_stores_on_disk_and_file_sinks_use_processes() -> None:
+    assert pool.is_on_disk("mock://demo") and pool.is_on_disk("store:/var/rmq") and pool.is_on_disk("mock")
+    assert not pool.is_on_disk("127.0.0.1:9876")
+
+
+def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error of a slice that fails in a child is raised with its own class (here the broker's
+    TopicNotExist, which does not survive pickling), and the unfinished output is removed."""
+    from dataclasses import replace
+
+    from mqadmin import errors
+    from mqadmin.replay.planner import Plan
+
+    monkeypatch.setattr(pool, "PROCESS_MIN_MESSAGES", 0)
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
+    admin = connect(address, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0, T0 + 3000, slice_size=500)
+        bad = replace(plan.slices[3], topic="Gone")
+        plan = Plan(plan.topic, plan.begin, plan.end, plan.ranges, (*plan.slices[:3], bad, *plan.slices[4:]))
+        out = tmp_path / "o.jsonl"
+        with pytest.raises(errors.TopicNotExist):
+            run_local(admin, plan, MessageFilter(plan.begin, plan.end), open_sink(parse_target(f"jsonl:{out}")))
+    finally:
+        admin.close()
+    assert not out.exists() and not out.with_name("o.jsonl.partial").exists()
