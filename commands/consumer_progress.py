@@ -21,7 +21,7 @@ from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
 
 from mqadmin import errors
 from mqadmin.context import Context
-from mqadmin.model import MessageQueue, OffsetWrapper
+from mqadmin.model import ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_duration, format_java, parse_duration_ms
@@ -210,7 +210,8 @@ class ConsumerProgressCommand(SubCommand):
             result.check_failure = "; ".join(breaches) or None
             return result
         groups = admin.list_groups()
-        summaries = fan_out(lambda g: self._summary(ctx, g, with_lag=max_lag_time is not None), groups)
+        stats = admin.consume_stats_all(groups)  # one request per broker where the broker allows
+        summaries = fan_out(lambda g: self._summary(ctx, g, stats[g], with_lag=max_lag_time is not None), groups)
         breaches = [
             b for s in summaries for b in _breaches(s.group, s.diff_total, s.lag_time_ms or 0, max_lag, max_lag_time)
         ]
@@ -229,7 +230,9 @@ class ConsumerProgressCommand(SubCommand):
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
         return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin))
 
-    def _summary(self, ctx: Context, group: str, *, with_lag: bool) -> GroupSummary:
+    def _summary(
+        self, ctx: Context, group: str, stats: ConsumeStats | errors.MqadminError, *, with_lag: bool
+    ) -> GroupSummary:
         admin = ctx.admin()
         count, version, ctype, model = 0, "OFFLINE", "", ""
         try:
@@ -243,7 +246,8 @@ class ConsumerProgressCommand(SubCommand):
             pass
         tps, diff, lag = 0.0, 0, None
         try:
-            stats = admin.consume_stats(group)
+            if isinstance(stats, errors.MqadminError):
+                raise stats
             tps = stats.consume_tps
             diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
             if with_lag:

@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -22,6 +23,7 @@ from mqadmin.model import (
     MessageQueue,
     OffsetWrapper,
     PullResult,
+    QueueStats,
     SendResult,
     TopicRoute,
 )
@@ -118,6 +120,16 @@ class MockAdmin:
     def earliest_store_time(self, mq: MessageQueue) -> int:
         return self._broker(mq.broker_name).earliest_store_time(mq.topic, mq.queue_id)
 
+    def queue_stats(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]:
+        """Bounds of each queue (in process there is no round trip to save)."""
+        out: dict[MessageQueue, QueueStats] = {}
+        for mq in queues:
+            broker = self._broker(mq.broker_name)
+            hi = broker.max_offset(mq.topic, mq.queue_id)
+            last = broker.store_time_at(mq.topic, mq.queue_id, hi - 1) if hi > 0 else None
+            out[mq] = QueueStats(broker.min_offset(mq.topic, mq.queue_id), hi, last or 0)
+        return out
+
     # consumer offsets
     def consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
         try:
@@ -149,6 +161,16 @@ class MockAdmin:
             table.update(stats.offsets)
             tps += stats.consume_tps
         return ConsumeStats(dict(sorted(table.items())), tps)
+
+    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
+        """Each group's ``consume_stats`` (or the error it raises); in process, group by group."""
+        out: dict[str, ConsumeStats | errors.MqadminError] = {}
+        for group in groups:
+            try:
+                out[group] = self.consume_stats(group)
+            except errors.MqadminError as exc:
+                out[group] = exc
+        return out
 
     def consumer_connections(self, group: str) -> ConsumerConnection:
         clients = [c for b in self.cluster.brokers.values() for c in b.online_clients(group)]

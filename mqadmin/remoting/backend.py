@@ -29,6 +29,7 @@ from mqadmin.model import (
     OffsetWrapper,
     PullResult,
     QueueData,
+    QueueStats,
     SendResult,
     TopicRoute,
 )
@@ -52,6 +53,8 @@ DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: GET_CONSUME_STATS walks every queue of every topic; the Java tool gives it three time limits
 CONSUME_STATS_TIMEOUT_FACTOR: Final = 3
+#: GET_BROKER_CONSUME_STATS walks every queue of every group on the broker (the Java tool waits 50 s)
+BROKER_CONSUME_STATS_TIMEOUT_FACTOR: Final = 10
 #: how long a topic's writable queues are reused for round-robin sends (the Java client's route refresh)
 SEND_ROUTE_TTL_S: Final = 30.0
 # How long a looked-up route is reused: long enough for one command's fan-out, short enough
@@ -378,6 +381,69 @@ class RemotingAdmin:
     def earliest_store_time(self, mq: MessageQueue) -> int:
         return self._queue_call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, {}, "timestamp")
 
+    def queue_stats(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]:
+        """Bounds of many queues: one GET_TOPIC_STATS_INFO per topic and broker, sent together.
+
+        A broker that refuses it (ACL, an old or foreign server) or leaves a queue out is asked
+        per queue instead (GET_MIN_OFFSET + GET_MAX_OFFSET, pipelined), as before.
+        """
+        by_place: dict[tuple[str, str], list[MessageQueue]] = {}
+        for mq in queues:
+            by_place.setdefault((mq.topic, mq.broker_name), []).append(mq)
+        places = list(by_place)
+        addrs = {name: self._broker_addr(name) for name in {b for _, b in places}}
+        calls = [
+            (addrs[broker], RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+            for topic, broker in places
+        ]
+        out: dict[MessageQueue, QueueStats] = {}
+        missing: list[MessageQueue] = []
+        for place, (addr, _), reply in zip(places, calls, self._fan_out(calls, idempotent=True), strict=True):
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                table = self._parse_topic_stats(addr, self._check(addr, reply))
+            except errors.MqadminError as exc:
+                log.info("%s: no topic stats for %s (%s); asking per queue", addr, place[0], exc)
+                table = {}
+            for mq in by_place[place]:
+                found = table.get(mq)
+                if found is None:
+                    missing.append(mq)
+                else:
+                    out[mq] = found
+        if missing:
+            out.update(self._queue_bounds(missing))
+        return {mq: out[mq] for mq in queues}
+
+    def _parse_topic_stats(self, addr: str, reply: RemotingCommand) -> dict[MessageQueue, QueueStats]:
+        try:
+            data = fastjson.loads_queue_keyed(reply.body)
+            return {
+                mq: QueueStats(
+                    int(row.get("minOffset", 0)), int(row["maxOffset"]), int(row.get("lastUpdateTimestamp", 0))
+                )
+                for mq, row in fastjson.mq_table(data.get("offsetTable") or {}).items()
+            }
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MalformedReply(f"unexpected topic stats from {addr}: {exc!r}", addr) from None
+
+    def _queue_bounds(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]:
+        """GET_MIN_OFFSET and GET_MAX_OFFSET of every queue, all sent before any is awaited."""
+        calls = []
+        for mq in queues:
+            addr = self._broker_addr(mq.broker_name)
+            fields: dict[str, object] = {"topic": mq.topic, "queueId": mq.queue_id}
+            calls.append((addr, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)))
+            # 5.x: committed=true asks for what is replicated, as max_offset does; 4.x ignores it.
+            calls.append((addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {**fields, "committed": True})))
+        values: list[int] = []
+        for (addr, _), reply in zip(calls, self._fan_out(calls, idempotent=True), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            values.append(self._ext_int(addr, self._check(addr, reply), "offset"))
+        return {mq: QueueStats(values[2 * i], values[2 * i + 1]) for i, mq in enumerate(queues)}
+
     # -- consumer offsets -------------------------------------------------------------------
 
     def consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
@@ -436,6 +502,104 @@ class RemotingAdmin:
             table.update(part_table)
             tps += part_tps
         return ConsumeStats(dict(sorted(table.items())), tps)
+
+    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
+        """Every group's consume stats from one GET_BROKER_CONSUME_STATS per broker.
+
+        A broker answers for each of its subscription groups what GET_CONSUME_STATS would, but
+        without pull offsets (so nothing shows in flight). A broker that refuses it (ACL: it
+        needs cluster-wide read rights; a server without it) or cannot be read is asked group
+        by group instead, as ``consume_stats`` does; a group whose per-group call fails gets
+        that error as its value.
+        """
+        wanted = list(dict.fromkeys(groups))
+        tables: dict[str, dict[MessageQueue, OffsetWrapper]] = {g: {} for g in wanted}
+        tps = dict.fromkeys(wanted, 0.0)
+        brokers = [b for b in self._all_brokers() if b.addrs]
+        fields = {"isOrder": False}
+        calls = [
+            (b.select_addr(), RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS, fields)) for b in brokers
+        ]
+        replies = self._fan_out(calls, idempotent=True, timeout=self.timeout * BROKER_CONSUME_STATS_TIMEOUT_FACTOR)
+        refused: set[str] = set()
+        for b, (addr, _), reply in zip(brokers, calls, replies, strict=True):
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                parsed = self._parse_broker_consume_stats(addr, self._check(addr, reply))
+            except errors.MqadminError as exc:
+                log.info("%s: no broker consume stats (%s); asking group by group", addr, exc)
+                refused.add(b.broker_name)
+                continue
+            for group, (table, group_tps) in parsed.items():
+                if group in tables:
+                    tables[group].update(table)
+                    tps[group] += group_tps
+        failed: dict[str, errors.MqadminError] = {}
+        if refused:
+            failed = self._consume_stats_per_group(wanted, refused, tables, tps)
+        return {g: failed.get(g) or ConsumeStats(dict(sorted(tables[g].items())), tps[g]) for g in wanted}
+
+    def _consume_stats_per_group(
+        self,
+        groups: Sequence[str],
+        refused: set[str],
+        tables: dict[str, dict[MessageQueue, OffsetWrapper]],
+        tps: dict[str, float],
+    ) -> dict[str, errors.MqadminError]:
+        """GET_CONSUME_STATS of each group on the refused brokers that ``consume_stats`` would ask."""
+        failed: dict[str, errors.MqadminError] = {}
+        owners: list[str] = []
+        calls: list[tuple[str, RemotingCommand]] = []
+        for group in groups:
+            try:
+                brokers = self._group_brokers(group, None)
+            except errors.MqadminError as exc:
+                failed[group] = exc
+                continue
+            fields: dict[str, object] = {"consumerGroup": group, "topic": None}
+            for b in brokers:
+                if b.broker_name in refused and b.addrs:
+                    owners.append(group)
+                    calls.append((b.select_addr(), RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields)))
+        replies = self._fan_out(calls, idempotent=True, timeout=self.timeout * CONSUME_STATS_TIMEOUT_FACTOR)
+        for group, (addr, _), reply in zip(owners, calls, replies, strict=True):
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                part, part_tps = self._parse_consume_stats(addr, self._check(addr, reply))
+            except errors.MqadminError as exc:
+                failed.setdefault(group, exc)
+                continue
+            tables[group].update(part)
+            tps[group] += part_tps
+        return failed
+
+    def _parse_broker_consume_stats(
+        self, addr: str, reply: RemotingCommand
+    ) -> dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]]:
+        """ConsumeStatsList: ``[{group: [ConsumeStats per topic]}]`` -> group -> (rows, tps)."""
+        try:
+            data = fastjson.loads_queue_keyed(reply.body)
+            out: dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]] = {}
+            for entry in data.get("consumeStatsList") or []:
+                for group, per_topic in entry.items():
+                    rows: dict[MessageQueue, OffsetWrapper] = {}
+                    group_tps = 0.0
+                    for stats in per_topic or []:
+                        for mq, w in fastjson.mq_table(stats.get("offsetTable") or {}).items():
+                            consumer = int(w.get("consumerOffset", 0))
+                            rows[mq] = OffsetWrapper(
+                                broker_offset=int(w.get("brokerOffset", 0)),
+                                consumer_offset=consumer,
+                                last_timestamp=int(w.get("lastTimestamp", 0)),
+                                pull_offset=consumer,  # the broker leaves it unset here
+                            )
+                        group_tps += float(stats.get("consumeTps", 0.0))
+                    out[str(group)] = (rows, group_tps)
+            return out
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise MalformedReply(f"unexpected broker consume stats from {addr}: {exc!r}", addr) from None
 
     def _parse_consume_stats(
         self, addr: str, reply: RemotingCommand
