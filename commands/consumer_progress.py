@@ -21,7 +21,7 @@ from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
 
 from mqadmin import errors
 from mqadmin.context import Context
-from mqadmin.model import ConsumeStats, MessageQueue, OffsetWrapper
+from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_duration, format_java, parse_duration_ms
@@ -211,7 +211,10 @@ class ConsumerProgressCommand(SubCommand):
             return result
         groups = admin.list_groups()
         stats = admin.consume_stats_all(groups)  # one request per broker where the broker allows
-        summaries = fan_out(lambda g: self._summary(ctx, g, stats[g], with_lag=max_lag_time is not None), groups)
+        conns = admin.consumer_connections_all(groups)
+        summaries = fan_out(
+            lambda g: self._summary(ctx, g, conns[g], stats[g], with_lag=max_lag_time is not None), groups
+        )
         breaches = [
             b for s in summaries for b in _breaches(s.group, s.diff_total, s.lag_time_ms or 0, max_lag, max_lag_time)
         ]
@@ -231,12 +234,18 @@ class ConsumerProgressCommand(SubCommand):
         return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin))
 
     def _summary(
-        self, ctx: Context, group: str, stats: ConsumeStats | errors.MqadminError, *, with_lag: bool
+        self,
+        ctx: Context,
+        group: str,
+        conn: ConsumerConnection | errors.MqadminError,
+        stats: ConsumeStats | errors.MqadminError,
+        *,
+        with_lag: bool,
     ) -> GroupSummary:
-        admin = ctx.admin()
         count, version, ctype, model = 0, "OFFLINE", "", ""
         try:
-            conn = admin.consumer_connections(group)
+            if isinstance(conn, errors.MqadminError):
+                raise conn
             count = len(conn.connections)
             if conn.connections:
                 version = version_desc(min(c.version for c in conn.connections))

@@ -26,6 +26,59 @@ ENTRY_POINT_GROUP = "mqadmin.commands"
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A built-in command as ``--help`` lists it, without importing its module."""
+
+    module: str
+    cls: str
+    kebab: str
+    summary: str
+
+
+#: The built-in commands by name. ``--help`` and ``lookup`` read this table so that they import
+#: no command module (or only the one that runs); tests/test_registry.py checks every row
+#: against the class it names, so the table cannot drift from the commands.
+BUILTIN: dict[str, Entry] = {
+    "consumerProgress": Entry(
+        "mqadmin.commands.consumer_progress",
+        "ConsumerProgressCommand",
+        "consumer-progress",
+        "Show consume progress: per queue for one group (-g), or one line per group.",
+    ),
+    "mockBroker": Entry(
+        "mqadmin.commands.mock_broker",
+        "MockBrokerCommand",
+        "mock-broker",
+        "Serve a mock broker store over TCP: a name server plus one port per broker (mqadmin extension).",
+    ),
+    "queryOffset": Entry(
+        "mqadmin.commands.query_offset",
+        "QueryOffsetCommand",
+        "query-offset",
+        "Show each queue's min/max offset, a group's offset and lag, and where a time lands.",
+    ),
+    "rangeReplay": Entry(
+        "mqadmin.commands.range_replay",
+        "RangeReplayCommand",
+        "range-replay",
+        "Replay the messages stored in [begin, end) to a file, stdout, a topic, or one group only.",
+    ),
+    "resetOffsetByTime": Entry(
+        "mqadmin.commands.reset_offset_by_time",
+        "ResetOffsetByTimeCommand",
+        "reset-offset-by-time",
+        "Reset a consumer group's offsets on a topic to a point in time.",
+    ),
+    "restoreOffset": Entry(
+        "mqadmin.commands.restore_offset",
+        "RestoreOffsetCommand",
+        "restore-offset",
+        "Put a group's offsets back from a backup file (mqadmin extension).",
+    ),
+}
+
+
+@dataclass(frozen=True)
 class Opt:
     """One option of a command, declared once: the CLI, completions and tests read it."""
 
@@ -120,6 +173,24 @@ def _load_plugins() -> None:
             register(obj)
 
 
+def command_table() -> list[tuple[str, str, str]]:
+    """(name, kebab alias, summary) of every command, in name order: the built-ins from
+    ``BUILTIN`` (no command module is imported), plugins from their entry points."""
+    rows = {name.lower(): (name, e.kebab, e.summary) for name, e in BUILTIN.items()}
+    if _has_plugins():
+        _load_plugins()
+        for cls in _REGISTRY.values():
+            rows.setdefault(cls.name.lower(), (cls.name, cls.kebab(), cls.summary()))
+    return [rows[k] for k in sorted(rows)]
+
+
+def _has_plugins() -> bool:
+    """Whether any installed distribution adds commands (a metadata scan, no plugin import)."""
+    from importlib.metadata import entry_points
+
+    return bool(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def commands() -> list[type[SubCommand]]:
     """Every registered command once, in name order."""
     _load()
@@ -128,7 +199,17 @@ def commands() -> list[type[SubCommand]]:
 
 
 def lookup(name: str) -> type[SubCommand]:
-    """By mqadmin name or kebab alias, ignoring case as the Java tool does."""
+    """By mqadmin name or kebab alias, ignoring case as the Java tool does; imports only the
+    module of a built-in command, and everything (plugins too) only for any other name."""
+    cls = _REGISTRY.get(name.lower())
+    if cls is not None:
+        return cls
+    entry = next((e for n, e in BUILTIN.items() if name.lower() in (n.lower(), e.kebab)), None)
+    if entry is not None:
+        importlib.import_module(entry.module)  # its @register fills the registry
+        cls = _REGISTRY.get(name.lower())
+        if cls is not None:
+            return cls
     _load()
     cls = _REGISTRY.get(name.lower())
     if cls is not None:

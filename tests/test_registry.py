@@ -8,7 +8,7 @@ import pytest
 
 from mqadmin.cli import options_of
 from mqadmin.errors import UsageError
-from mqadmin.registry import SubCommand, commands, lookup, temporarily_registered
+from mqadmin.registry import BUILTIN, SubCommand, command_table, commands, lookup, temporarily_registered
 
 #: option letters each command shares with the Java mqadmin (ResetOffsetByTimeCommand,
 #: ConsumerProgressSubCommand); -n is everyone's name server option (ServerUtil).
@@ -119,3 +119,29 @@ def test_third_party_commands_come_from_the_entry_point_group(tmp_path, monkeypa
     assert "helloPlugin" in listed.stdout and "'broken'" in listed.stderr
     ran = subprocess.run([sys.executable, "-m", "mqadmin", "hello-plugin"], capture_output=True, text=True, env=env)
     assert ran.returncode == 0 and "plugin" in ran.stdout
+
+
+def test_the_builtin_table_names_each_command_class() -> None:
+    """--help reads BUILTIN instead of importing the command modules: it must say what they say."""
+    builtin = [c for c in commands() if c.__module__.startswith("mqadmin.commands.")]
+    assert sorted(BUILTIN) == sorted(c.name for c in builtin)
+    for cls in builtin:
+        entry = BUILTIN[cls.name]
+        assert (entry.module, entry.cls) == (cls.__module__, cls.__name__)
+        assert (entry.kebab, entry.summary) == (cls.kebab(), cls.summary())
+    assert [name for name, _, _ in command_table()] == [c.name for c in commands()]
+
+
+@pytest.mark.parametrize("columns", ["80", "60", "200"])
+def test_the_fast_help_is_the_click_help(columns: str) -> None:
+    """`mqadmin --help` skips click; its text must be what click renders, at any terminal width."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": columns}
+    fast = subprocess.run([sys.executable, "-m", "mqadmin", "--help"], capture_output=True, text=True, env=env)
+    code = "from mqadmin.cli import main; main(['--help'])"
+    clicked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert fast.returncode == 0 and clicked.returncode == 0
+    assert fast.stdout == clicked.stdout and "resetOffsetByTime" in fast.stdout

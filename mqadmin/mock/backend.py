@@ -189,6 +189,16 @@ class MockAdmin:
             subscriptions=subs,
         )
 
+    def consumer_connections_all(self, groups: Sequence[str]) -> dict[str, ConsumerConnection | errors.MqadminError]:
+        """Each group's ``consumer_connections`` (or the error it raises)."""
+        out: dict[str, ConsumerConnection | errors.MqadminError] = {}
+        for group in groups:
+            try:
+                out[group] = self.consumer_connections(group)
+            except errors.MqadminError as exc:
+                out[group] = exc
+        return out
+
     # reset
     def reset_offset_by_time(
         self,

@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ from mqadmin.model import (
     SendResult,
     TopicRoute,
 )
-from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, RemotingClient, TlsOptions
+from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, PendingReply, RemotingClient, TlsOptions
 from mqadmin.remoting.codec import DEFAULT_LANGUAGE, RemotingCommand
 from mqadmin.remoting.codes import LanguageCode, RequestCode, ResponseCode, version_name
 
@@ -53,6 +54,8 @@ DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: GET_CONSUME_STATS walks every queue of every topic; the Java tool gives it three time limits
 CONSUME_STATS_TIMEOUT_FACTOR: Final = 3
+#: requests one fan-out keeps in flight (per-group calls can number tens of thousands)
+FAN_OUT_WINDOW: Final = 128
 #: GET_BROKER_CONSUME_STATS walks every queue of every group on the broker (the Java tool waits 50 s)
 BROKER_CONSUME_STATS_TIMEOUT_FACTOR: Final = 10
 #: how long a topic's writable queues are reused for round-robin sends (the Java client's route refresh)
@@ -193,16 +196,29 @@ class RemotingAdmin:
         idempotent: bool,
         timeout: float | None = None,
     ) -> list[RemotingCommand | errors.MqadminError]:
-        """Send every call before waiting for any: one round trip for N brokers, no extra threads."""
-        pending = [self._client.submit(addr, cmd, timeout=timeout) for addr, cmd in calls]
+        """Send calls before waiting for earlier ones: one round trip for N brokers, no extra threads.
+
+        At most ``FAN_OUT_WINDOW`` are in flight, so with thousands of calls (one per group) none
+        waits out its timeout in the queue behind the others.
+        """
+        pending: deque[PendingReply] = deque()
         out: list[RemotingCommand | errors.MqadminError] = []
-        for p in pending:
+
+        def take_oldest() -> None:
+            p = pending.popleft()
             try:
                 out.append(self._client.wait(p, idempotent=idempotent))
             except errors.ConnectError as exc:
                 if isinstance(exc, ConnectFailed):
                     self._forget_addr(p.addr)
                 out.append(exc)
+
+        for addr, cmd in calls:
+            if len(pending) >= FAN_OUT_WINDOW:
+                take_oldest()
+            pending.append(self._client.submit(addr, cmd, timeout=timeout))
+        while pending:
+            take_oldest()
         return out
 
     @staticmethod
@@ -629,7 +645,15 @@ class RemotingAdmin:
             for b in brokers
             if b.addrs
         ]
-        replies = self._fan_out(calls, idempotent=True)
+        return self._connections_of(group, calls, self._fan_out(calls, idempotent=True))
+
+    def _connections_of(
+        self,
+        group: str,
+        calls: Sequence[tuple[str, RemotingCommand]],
+        replies: Sequence[RemotingCommand | errors.MqadminError],
+    ) -> ConsumerConnection:
+        """Merge one group's GET_CONSUMER_CONNECTION_LIST replies; ConsumerNotOnline when nobody is."""
         bodies: list[dict[str, Any]] = []
         first_error: errors.MqadminError | None = None
         for (addr, _), reply in zip(calls, replies, strict=True):
@@ -645,6 +669,31 @@ class RemotingAdmin:
         if not bodies:
             raise first_error or errors.ConsumerNotOnline(f"the consumer group[{group}] not online")
         return self._merge_connections(bodies)
+
+    def consumer_connections_all(self, groups: Sequence[str]) -> dict[str, ConsumerConnection | errors.MqadminError]:
+        """``consumer_connections`` of many groups: every request sent before any is awaited.
+
+        RocketMQ has no request for all groups' connections, so this is one request per group
+        and broker; it asks every broker of the cluster (one name-server call, not one route
+        per group): a broker the group never reached answers "not online", which merging
+        tolerates exactly as for a broker of the group's route.
+        """
+        wanted = list(dict.fromkeys(groups))
+        addrs = [b.select_addr() for b in self._all_brokers() if b.addrs]
+        calls = [
+            (addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": g}))
+            for g in wanted
+            for addr in addrs
+        ]
+        replies = self._fan_out(calls, idempotent=True)
+        out: dict[str, ConsumerConnection | errors.MqadminError] = {}
+        for i, group in enumerate(wanted):
+            part = slice(i * len(addrs), (i + 1) * len(addrs))
+            try:
+                out[group] = self._connections_of(group, calls[part], replies[part])
+            except errors.MqadminError as exc:
+                out[group] = exc
+        return out
 
     @staticmethod
     def _error_of(addr: str, reply: RemotingCommand | errors.MqadminError) -> errors.MqadminError:
