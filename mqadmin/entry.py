@@ -54,7 +54,7 @@ def group_help(width: int | None = None) -> str:
     import shutil
     import textwrap
 
-    from mqadmin.registry import command_table
+    from mqadmin.command_table import command_rows
 
     if width is None:
         width = max(min(shutil.get_terminal_size().columns, _MAX_WIDTH) - 2, _MIN_WIDTH)
@@ -83,7 +83,7 @@ def group_help(width: int | None = None) -> str:
             out += [f"{' ' * (first + len(_INDENT))}{line}" for line in lines[1:]]
         return out
 
-    commands = [(name, f"{summary} (alias: {kebab})") for name, kebab, summary in command_table()]
+    commands = [(name, f"{summary} (alias: {kebab})") for name, kebab, summary in command_rows()]
     lines = [f"Usage: {PROG} [OPTIONS] COMMAND [ARGS]...", ""]
     lines += paragraphs(HELP, _INDENT, width)
     lines += ["", "Options:"] + definitions([("--version", VERSION_HELP), ("-h, --help", HELP_HELP)])

@@ -1,81 +1,25 @@
 """The strategy registry: every subcommand is a SubCommand class registered by name.
 
-Built-in commands are the modules of ``mqadmin.commands``; third-party packages add theirs
-through the ``mqadmin.commands`` entry-point group. Command modules must stay light at
-import time (heavy libraries are imported inside ``execute``), because ``--help`` and
-completion import them to read names, summaries and options.
+Built-in commands are the modules of ``mqadmin.commands``, listed in ``mqadmin.command_table``
+so that ``--help`` imports none of them and running a command imports only its own;
+third-party packages add theirs through the ``mqadmin.commands`` entry-point group. Command
+modules must stay light at import time (heavy libraries are imported inside ``execute``).
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from mqadmin.command_table import BUILTIN, ENTRY_POINT_GROUP
 from mqadmin.errors import UsageError
 
 if TYPE_CHECKING:
     from mqadmin.context import Context
     from mqadmin.output import Result
-
-ENTRY_POINT_GROUP = "mqadmin.commands"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A built-in command as ``--help`` lists it, without importing its module."""
-
-    module: str
-    cls: str
-    kebab: str
-    summary: str
-
-
-#: The built-in commands by name. ``--help`` and ``lookup`` read this table so that they import
-#: no command module (or only the one that runs); tests/test_registry.py checks every row
-#: against the class it names, so the table cannot drift from the commands.
-BUILTIN: dict[str, Entry] = {
-    "consumerProgress": Entry(
-        "mqadmin.commands.consumer_progress",
-        "ConsumerProgressCommand",
-        "consumer-progress",
-        "Show consume progress: per queue for one group (-g), or one line per group.",
-    ),
-    "mockBroker": Entry(
-        "mqadmin.commands.mock_broker",
-        "MockBrokerCommand",
-        "mock-broker",
-        "Serve a mock broker store over TCP: a name server plus one port per broker (mqadmin extension).",
-    ),
-    "queryOffset": Entry(
-        "mqadmin.commands.query_offset",
-        "QueryOffsetCommand",
-        "query-offset",
-        "Show each queue's min/max offset, a group's offset and lag, and where a time lands.",
-    ),
-    "rangeReplay": Entry(
-        "mqadmin.commands.range_replay",
-        "RangeReplayCommand",
-        "range-replay",
-        "Replay the messages stored in [begin, end) to a file, stdout, a topic, or one group only.",
-    ),
-    "resetOffsetByTime": Entry(
-        "mqadmin.commands.reset_offset_by_time",
-        "ResetOffsetByTimeCommand",
-        "reset-offset-by-time",
-        "Reset a consumer group's offsets on a topic to a point in time.",
-    ),
-    "restoreOffset": Entry(
-        "mqadmin.commands.restore_offset",
-        "RestoreOffsetCommand",
-        "restore-offset",
-        "Put a group's offsets back from a backup file (mqadmin extension).",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -150,6 +94,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
+    import pkgutil
+
     import mqadmin.commands as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
@@ -173,24 +119,6 @@ def _load_plugins() -> None:
             register(obj)
 
 
-def command_table() -> list[tuple[str, str, str]]:
-    """(name, kebab alias, summary) of every command, in name order: the built-ins from
-    ``BUILTIN`` (no command module is imported), plugins from their entry points."""
-    rows = {name.lower(): (name, e.kebab, e.summary) for name, e in BUILTIN.items()}
-    if _has_plugins():
-        _load_plugins()
-        for cls in _REGISTRY.values():
-            rows.setdefault(cls.name.lower(), (cls.name, cls.kebab(), cls.summary()))
-    return [rows[k] for k in sorted(rows)]
-
-
-def _has_plugins() -> bool:
-    """Whether any installed distribution adds commands (a metadata scan, no plugin import)."""
-    from importlib.metadata import entry_points
-
-    return bool(entry_points(group=ENTRY_POINT_GROUP))
-
-
 def commands() -> list[type[SubCommand]]:
     """Every registered command once, in name order."""
     _load()
@@ -204,9 +132,9 @@ def lookup(name: str) -> type[SubCommand]:
     cls = _REGISTRY.get(name.lower())
     if cls is not None:
         return cls
-    entry = next((e for n, e in BUILTIN.items() if name.lower() in (n.lower(), e.kebab)), None)
-    if entry is not None:
-        importlib.import_module(entry.module)  # its @register fills the registry
+    module = next((e[0] for n, e in BUILTIN.items() if name.lower() in (n.lower(), e[2])), None)
+    if module is not None:
+        importlib.import_module(module)  # its @register fills the registry
         cls = _REGISTRY.get(name.lower())
         if cls is not None:
             return cls
@@ -215,6 +143,8 @@ def lookup(name: str) -> type[SubCommand]:
     if cls is not None:
         return cls
     canonical = {k: c.name for c in commands() for k in (c.name.lower(), c.kebab().lower())}
+    import difflib
+
     close = difflib.get_close_matches(name.lower(), list(canonical), n=1, cutoff=0.5)
     hint = f" (did you mean {canonical[close[0]]!r}?)" if close else ""
     raise UsageError(f"unknown command {name!r}{hint}; 'mqadmin --help' lists the commands")

@@ -7,8 +7,9 @@ from collections import Counter
 import pytest
 
 from mqadmin.cli import options_of
+from mqadmin.command_table import BUILTIN, command_rows
 from mqadmin.errors import UsageError
-from mqadmin.registry import BUILTIN, SubCommand, command_table, commands, lookup, temporarily_registered
+from mqadmin.registry import SubCommand, commands, lookup, temporarily_registered
 
 #: option letters each command shares with the Java mqadmin (ResetOffsetByTimeCommand,
 #: ConsumerProgressSubCommand); -n is everyone's name server option (ServerUtil).
@@ -126,10 +127,8 @@ def test_the_builtin_table_names_each_command_class() -> None:
     builtin = [c for c in commands() if c.__module__.startswith("mqadmin.commands.")]
     assert sorted(BUILTIN) == sorted(c.name for c in builtin)
     for cls in builtin:
-        entry = BUILTIN[cls.name]
-        assert (entry.module, entry.cls) == (cls.__module__, cls.__name__)
-        assert (entry.kebab, entry.summary) == (cls.kebab(), cls.summary())
-    assert [name for name, _, _ in command_table()] == [c.name for c in commands()]
+        assert BUILTIN[cls.name] == (cls.__module__, cls.__name__, cls.kebab(), cls.summary())
+    assert [name for name, _, _ in command_rows()] == [c.name for c in commands()]
 
 
 @pytest.mark.parametrize("columns", ["80", "60", "200"])
