@@ -51,8 +51,12 @@ def build_store(root: Path) -> None:
     cluster.close()
 
 
+#: extra --spark-conf k=v for every Spark run (--conf): to try a setting against this run's figures
+EXTRA_CONF: list[str] = []
+
+
 def replay(address: str, out: Path, env: dict[str, str], engine: list[str], events: Path | None) -> Run:
-    conf: list[str] = []
+    conf: list[str] = [x for kv in EXTRA_CONF for x in ("--spark-conf", kv)] if engine else []
     if events is not None:
         shutil.rmtree(events, ignore_errors=True)
         events.mkdir(parents=True)
@@ -195,7 +199,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-standalone", action="store_true")
+    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--conf", action="append", default=[], help="k=v added to every Spark run (to try a setting)")
     args = parser.parse_args()
+    EXTRA_CONF.extend(args.conf)
     sys.path.insert(0, str(REPO))
     work = Path(tempfile.mkdtemp(prefix="mqadmin-bench-spark-"))
     env = {**os.environ, "MQADMIN_HOME": str(work / "home"), "NO_COLOR": "1"}
@@ -206,11 +213,13 @@ def main() -> None:
         local = [replay(embedded, work / "out-local.jsonl", env, [], None) for _ in range(args.runs)]
         base = statistics.median(r.wall for r in local)
         print(f"plan: {MESSAGES} messages of 1 KiB in 8 queues; baseline, the local engine: {base:.2f} s (median)")
-        spark_local = [
-            replay(embedded, work / "out-l2", env, ["--engine", "spark", "--spark-master", "local[2]"], work / "ev")
-            for _ in range(args.runs)
-        ]
-        report("spark local[2]", spark_local, base)
+        if not args.skip_local:
+            engine = ["--engine", "spark", "--spark-master", "local[2]"]
+            report(
+                "spark local[2]",
+                [replay(embedded, work / "o", env, engine, work / "ev") for _ in range(args.runs)],
+                base,
+            )
         if not args.skip_standalone:
             from mqadmin.mock.cluster import MockCluster
             from mqadmin.mock.server import MockServer
