@@ -23,7 +23,16 @@ from mqadmin.admin import BrokerInfo, connect
 from mqadmin.message import encode_message, parse_properties
 from mqadmin.mock.backend import MockAdmin
 from mqadmin.mock.server import MockServer
-from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper, PullResult, QueueStats, TopicRoute
+from mqadmin.model import (
+    ConsumerConnection,
+    ConsumeStats,
+    Message,
+    MessageQueue,
+    OffsetWrapper,
+    PullResult,
+    QueueStats,
+    TopicRoute,
+)
 from mqadmin.remoting.backend import TOOLS_CONSUMER_GROUP, MalformedReply, RemotingAdmin
 from mqadmin.remoting.codec import FrameDecoder, RemotingCommand, encode
 from mqadmin.remoting.codes import MQVersion, RequestCode, ResponseCode
@@ -518,6 +527,34 @@ def test_consumer_connections_merges_and_tolerates_one_broker_not_knowing(cluste
     assert conn.subscriptions == {"T": "a || b"}
 
 
+def test_consumer_connections_all_asks_each_broker_per_group_without_routes(cluster: Cluster) -> None:
+    """No bulk request exists for connections: one per group and broker, all pipelined, merged
+    per group as consumer_connections merges; a group nobody serves gets its own error."""
+
+    def answer(cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields["consumerGroup"]
+        if group == "online":
+            return ok(cmd, CONNECTION_BODY)
+        if group == "broken":
+            return cmd.reply(ResponseCode.SYSTEM_ERROR, "disk full")
+        return cmd.reply(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+
+    cluster.a.on(RequestCode.GET_CONSUMER_CONNECTION_LIST, answer)
+    cluster.b.on(RequestCode.GET_CONSUMER_CONNECTION_LIST, fail(ResponseCode.CONSUMER_NOT_ONLINE, "not online here"))
+    got = cluster.admin.consumer_connections_all(["online", "offline", "broken"])
+    online = got["online"]
+    assert isinstance(online, ConsumerConnection) and [c.client_id for c in online.connections] == [
+        "127.0.0.1@4242#DEFAULT"
+    ]
+    assert isinstance(got["offline"], errors.ConsumerNotOnline)
+    broken = got["broken"]
+    assert isinstance(broken, errors.BrokerError) and broken.code == ResponseCode.SYSTEM_ERROR
+    for srv in (cluster.a, cluster.b):
+        asked = sorted(r.ext_fields["consumerGroup"] for r in srv.sent(RequestCode.GET_CONSUMER_CONNECTION_LIST))
+        assert asked == ["broken", "offline", "online"]
+    assert not cluster.ns.sent(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+
+
 def test_consumer_connections_not_online(cluster: Cluster) -> None:
     cluster.route("%RETRY%g", (cluster.a, 1, 6))
     cluster.a.on(
@@ -838,6 +875,7 @@ def test_remoting_over_the_mock_server_answers_like_the_embedded_mock(
         ("consume_stats", ("g1",)),
         ("consume_stats", ("g1", "TopicTest")),
         ("consume_stats_all", (["g1"],)),
+        ("consumer_connections_all", (["g1", "nobody"],)),
         ("queue_stats", ([mq, MessageQueue("TopicTest", "broker-a", 0)],)),
         ("consumer_connections", ("g1",)),
         ("pull", (mq, 3, 4)),
