@@ -41,12 +41,30 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _print(text: str) -> int:
+    """Write to stdout; a closed or broken stdout is exit 1 with one line, never a traceback."""
     try:
+        if sys.stdout is None:
+            raise OSError("stdout is closed")
         sys.stdout.write(text)
         sys.stdout.flush()
-    except BrokenPipeError:  # `mqadmin --help | head`
+    except BrokenPipeError:  # `mqadmin --help | head`: the reader has what it wanted
+        _silence_stdout()
+        return 1
+    except OSError as exc:
+        if sys.stderr is not None:
+            sys.stderr.write(f"{PROG}: error: cannot write to stdout: {exc}\n")
         return 1
     return 0
+
+
+def _silence_stdout() -> None:
+    """So that the interpreter's final flush does not complain about the closed pipe again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def group_help(width: int | None = None) -> str:
