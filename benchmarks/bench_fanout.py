@@ -1,6 +1,6 @@
 """Fan-out: wall time and round trips of our admin commands, and the Java mqadmin beside ours.
 
-Run: .venv/bin/python benchmarks/bench_fanout.py [--runs 5] [--groups 1000] [--skip-real]
+Run: .venv/bin/python benchmarks/bench_fanout.py [--runs 5] [--groups 10000] [--no-baseline] [--skip-real]
 
 Three parts, all in one run (the machine is shared and noisy, so every figure is a median and
 commands that are compared are interleaved run by run):
@@ -9,6 +9,9 @@ a) a MockServer on loopback over a store of ``--groups`` groups x 1 topic of 8 q
    x 4): ``mqadmin consumerProgress`` without ``-g`` (every group) and with ``-g``; the server
    runs in this process, so it shares the machine's two cores with the client it measures;
 b) the same server, a 256-queue topic: ``mqadmin queryOffset -t T -g G`` (and with ``-s``);
+   a) and b) run twice, interleaved: as served, and with the server refusing the batch requests
+   (GET_BROKER_CONSUME_STATS, GET_TOPIC_STATS_INFO) as an ACL would — the per-group and
+   per-queue fallback, which is the path every command took before — as the baseline;
 c) a real Apache RocketMQ 5.3.3 (namesrv + 2 brokers, tests/support/realbroker.py) with
    ``--real-groups`` groups: the Java mqadmin and ours for ``consumerProgress -g G``,
    ``consumerProgress`` (all groups) and ``resetOffsetByTime``, as ratios.
@@ -42,7 +45,7 @@ sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and imp
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import fill_topic  # noqa: E402
 from mqadmin.mock.server import MockServer  # noqa: E402
-from mqadmin.remoting.codes import RequestCode  # noqa: E402
+from mqadmin.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 
 MQADMIN = str(Path(sys.executable).parent / "mqadmin")
 TOPIC = "FanoutTopic"
@@ -51,6 +54,9 @@ QUEUES_PER_BROKER = 4  # x 2 brokers = the 8 queues of the all-groups case
 WIDE_QUEUES_PER_BROKER = 128  # x 2 brokers = 256 queues
 MESSAGES_PER_QUEUE = 20
 HOUR_MS = 3_600_000
+WIDE_CASE = "queryOffset -t T -g G (256 queues)"
+#: case -> its baseline case (the same command, the server refusing the batch requests)
+BASELINES: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,6 +74,14 @@ class CountingServer(MockServer):
         super().__init__(*args, **kwargs)
         self.by_code: Counter[tuple[str, int]] = Counter()
         self._count_lock = threading.Lock()
+
+    #: request codes answered NO_PERMISSION (as an ACL would): the client's per-broker fallback
+    refused: frozenset[int] = frozenset()
+
+    def _handle(self, conn: Any, req: Any) -> Any:
+        if req.code in self.refused and conn.role.name != "namesrv":
+            return conn.role.reply(req, ResponseCode.NO_PERMISSION, "refused for the benchmark's baseline")
+        return super()._handle(conn, req)
 
     def _dispatch(self, conn: Any, req: Any) -> None:
         if not req.is_response:
@@ -167,10 +181,15 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
         "mqadmin --help (process start only)": [MQADMIN, "--help"],
         all_groups: [MQADMIN, "consumerProgress", "-n", ns, "--json"],
         "consumerProgress -g G (8 queues)": [MQADMIN, "consumerProgress", "-n", ns, "-g", groups[0], "--json"],
-        "queryOffset -t T -g G (256 queues)": wide,
+        WIDE_CASE: wide,
         "queryOffset -t T -g G -s (256 queues)": [*wide, "-s", str(now - HOUR_MS // 2)],
     }
-    samples = {name: Sample() for name in cases}
+    baseline_of = (
+        {} if args.no_baseline else {all_groups: f"{all_groups} [per group]", WIDE_CASE: f"{WIDE_CASE} [per queue]"}
+    )
+    BASELINES.update(baseline_of)
+    batch_codes = frozenset({RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_TOPIC_STATS_INFO})
+    samples = {name: Sample() for name in [*cases, *baseline_of.values()]}
     try:
         # one untimed run each: checks the output is complete, warms the page cache
         out = subprocess.run(cases[all_groups], env=env, capture_output=True, text=True)
@@ -183,10 +202,15 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
         server.take()
         for _ in range(args.runs):
             for name, cmd in cases.items():
-                samples[name].seconds.append(run(cmd, env, check_ok=exit_zero))
-                counts = server.take()
-                samples[name].round_trips.append(sum(counts.values()))
-                samples[name].by_code = counts
+                for refused, key in ((False, name), (True, baseline_of.get(name))):
+                    if key is None:
+                        continue
+                    server.refused = batch_codes if refused else frozenset()
+                    samples[key].seconds.append(run(cmd, env, check_ok=exit_zero))
+                    counts = server.take()
+                    samples[key].round_trips.append(sum(counts.values()))
+                    samples[key].by_code = counts
+            server.refused = frozenset()
     finally:
         server.stop()
         cluster.close()
@@ -303,12 +327,16 @@ def bench_real(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
 
 def report_mock(samples: dict[str, Sample], runs: int) -> None:
     print(f"\nMock server (2 brokers, loopback), median of {runs} runs, fresh process each:")
-    print(f"{'command':<40} {'wall ms':>9} {'min ms':>8} {'round trips':>12}  by request (namesrv/broker)")
+    print(f"{'command':<44} {'wall ms':>9} {'min ms':>8} {'round trips':>12}  by request (namesrv/broker)")
     for name, s in samples.items():
         trips = s.round_trips[-1]
         same = "" if len(set(s.round_trips)) == 1 else f" (varied {min(s.round_trips)}-{max(s.round_trips)})"
         top = ", ".join(f"{where[0]}:{code_name(code)}={n}" for (where, code), n in s.by_code.most_common(5))
-        print(f"{name:<40} {s.median * 1000:>9.0f} {min(s.seconds) * 1000:>8.0f} {trips:>12}{same}  {top}")
+        print(f"{name:<44} {s.median * 1000:>9.0f} {min(s.seconds) * 1000:>8.0f} {trips:>12}{same}  {top}")
+    for name, base in BASELINES.items():
+        if name in samples and base in samples:
+            ratio = samples[base].median / samples[name].median
+            print(f"{name}: {ratio:.1f}x the speed of its baseline (median {samples[base].median * 1000:.0f} ms)")
 
 
 def report_real(results: dict[str, tuple[Sample, Sample]], runs: int) -> None:
@@ -321,10 +349,16 @@ def report_real(results: dict[str, tuple[Sample, Sample]], runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs per mock case (median)")
-    parser.add_argument("--groups", type=int, default=1000, help="groups on the mock server")
+    parser.add_argument("--groups", type=int, default=10000, help="groups on the mock server")
     parser.add_argument("--real-groups", type=int, default=50, help="groups on the real broker")
     parser.add_argument("--real-runs", type=int, default=5, help="timed runs per real-broker case (median)")
     parser.add_argument("--skip-real", action="store_true", help="only the mock server parts (no JVM)")
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the per-group/per-queue baseline (with 10,000 groups it takes minutes: the mock's "
+        "per-group stats scan every offset of the broker)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mqadmin-bench-fanout-"))
     env = {**os.environ, "MQADMIN_HOME": str(work / "home"), "NO_COLOR": "1"}

@@ -54,6 +54,12 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
     return rows
 
 
+def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, int]]:
+    """(min, max) offset of each queue, in order: one topic-stats request per topic and broker."""
+    stats = admin.queue_stats(queues)
+    return [(stats[mq].min_offset, stats[mq].max_offset) for mq in queues]
+
+
 def store_time_at(admin: Admin, mq: MessageQueue, offset: int) -> int | None:
     """Store time of the message at ``offset`` (None past the end, when it is gone, or when
     the broker does not have the topic)."""

@@ -22,7 +22,7 @@ from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
 
 from mqadmin import errors
 from mqadmin.context import Context
-from mqadmin.model import MessageQueue, OffsetWrapper
+from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_duration, format_java, parse_duration_ms
@@ -209,7 +209,9 @@ class ConsumerProgressCommand(SubCommand):
             result.check_failure = "; ".join(breaches) or None
             return result
         groups = admin.list_groups()
-        summaries = fan_out(lambda g: self._summary(ctx, g), groups)
+        stats = admin.consume_stats_all(groups)  # one request per broker where the broker allows
+        conns = admin.consumer_connections_all(groups)
+        summaries = fan_out(lambda g: self._summary(ctx, g, conns[g], stats[g]), groups)
         breaches = [
             b for s in summaries for b in _breaches(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
         ]
@@ -228,11 +230,17 @@ class ConsumerProgressCommand(SubCommand):
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
         return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin))
 
-    def _summary(self, ctx: Context, group: str) -> GroupSummary:
-        admin = ctx.admin()
+    def _summary(
+        self,
+        ctx: Context,
+        group: str,
+        conn: ConsumerConnection | errors.MqadminError,
+        stats: ConsumeStats | errors.MqadminError,
+    ) -> GroupSummary:
         count, version, ctype, model = 0, "OFFLINE", "", ""
         try:
-            conn = admin.consumer_connections(group)
+            if isinstance(conn, errors.MqadminError):
+                raise conn
             count = len(conn.connections)
             if conn.connections:
                 version = version_desc(min(c.version for c in conn.connections))
@@ -242,7 +250,8 @@ class ConsumerProgressCommand(SubCommand):
             pass
         tps, diff, lag = 0.0, 0, None
         try:
-            stats = admin.consume_stats(group)
+            if isinstance(stats, errors.MqadminError):
+                raise stats
             tps = stats.consume_tps
             diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
             lag = group_lag_ms(ctx, stats.offsets)

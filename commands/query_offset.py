@@ -14,6 +14,7 @@ from mqadmin.commands._common import (
     has_broker,
     local_notes,
     open_admin,
+    queue_bounds,
     route_of,
     store_time_at,
     time_fields,
@@ -349,7 +350,7 @@ class QueryOffsetCommand(SubCommand):
             needed = list(dict.fromkeys(t for t, _ in pairs))
             queues = [mq for t in needed for mq in routes[t] or []]
             consumer = by_group
-        bounds = fan_out(lambda mq: (admin.min_offset(mq), admin.max_offset(mq)), queues)
+        bounds = queue_bounds(admin, queues)
         run = self._engine(ctx, engine, ts, time_field, queues, bounds, params, conf)
         where = _locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
         results = [
@@ -459,7 +460,7 @@ class QueryOffsetCommand(SubCommand):
         where: dict[MessageQueue, _Where]
         if admin is not None:
             queues = route_of(admin, topic).message_queues()
-            bounds = fan_out(lambda mq: (admin.min_offset(mq), admin.max_offset(mq)), queues)
+            bounds = queue_bounds(admin, queues)
             where = _locate(admin, queues, bounds, ts, time_field, slice_size, _Engine(), ctx)
         else:
             queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})

@@ -1,4 +1,4 @@
-from mqadmin.cli import main
+from mqadmin.entry import main
 
 if __name__ == "__main__":
     main()

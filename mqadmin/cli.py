@@ -15,12 +15,11 @@ import typer.core
 import typer.main
 
 from mqadmin import __version__
+from mqadmin.entry import HELP, PROG, VERSION_HELP
 from mqadmin.errors import Cancelled, CheckFailed, MqadminError, UsageError
 from mqadmin.exit_codes import ExitCode
 from mqadmin.output import FORMATS, Env, render
 from mqadmin.registry import Opt, SubCommand, commands, lookup
-
-PROG = "mqadmin"
 
 #: Options every broker command takes, after the subcommand as the Java tool takes -n.
 COMMON_OPTIONS: tuple[Opt, ...] = (
@@ -193,10 +192,7 @@ def build_group(env: Env) -> MqadminGroup:
 
     group = MqadminGroup(
         name=PROG,
-        help="See, move and replay Apache RocketMQ consumer offsets, safely.\n\n"
-        "Options of each command follow the command, as in the Java mqadmin: "
-        "'mqadmin queryOffset -n 127.0.0.1:9876 -t TopicTest'. "
-        "Exit codes: 0 done, 1 failure, 2 usage error, 3 check failed, 4 cancelled at the prompt.",
+        help=HELP,
         rich_markup_mode=None,
         no_args_is_help=True,
         context_settings={"help_option_names": ["-h", "--help"]},
@@ -212,7 +208,7 @@ def _version_option(cb: Any) -> Any:
 
     @app.callback(invoke_without_command=True)
     def _root(
-        version: bool = typer.Option(False, "--version", help="Show the version and exit.", is_eager=True, callback=cb),
+        version: bool = typer.Option(False, "--version", help=VERSION_HELP, is_eager=True, callback=cb),
     ) -> None:
         pass
 

@@ -25,6 +25,7 @@ __all__ = [
     "dumps_pretty",
     "java_double",
     "loads",
+    "loads_queue_keyed",
     "mq_table",
     "to_message_queue",
 ]
@@ -269,6 +270,28 @@ def loads(text: str | bytes) -> Any:
     return result
 
 
+#: a queue object in key position, as fastjson writes it (fields sorted, names without escapes).
+#: It cannot match inside a JSON string: there every quote is escaped.
+_MQ_KEY_RE: Final = re.compile(r'\{"brokerName":"([^"\\]*)","queueId":(-?\d+),"topic":"([^"\\]*)"\}:')
+#: what a rewritten queue key starts with; NUL is in no topic or broker name
+_MQ_KEY_MARK: Final = "\x00"
+
+
+def loads_queue_keyed(text: str | bytes) -> Any:
+    """``loads`` for big bodies keyed by message queues (ConsumeStatsList, TopicStatsTable).
+
+    The queue keys are rewritten into marked strings (``to_message_queue`` reads them) and the
+    rest is parsed by the C json module, tens of times faster than the general parser; a body
+    with anything else json cannot read goes to ``loads``.
+    """
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8-sig")
+    try:
+        return json.loads(_MQ_KEY_RE.sub(r'"\\u0000\3\\u0000\1\\u0000\2":', text))
+    except ValueError:
+        return loads(text)
+
+
 # ---------------------------------------------------------------------------------------------
 # Message queues as keys
 
@@ -287,6 +310,9 @@ def to_message_queue(key: Any) -> MessageQueue:
     if isinstance(key, MessageQueue):
         return key
     if isinstance(key, str):
+        if key.startswith(_MQ_KEY_MARK):  # from loads_queue_keyed
+            _, topic, broker, qid = key.split(_MQ_KEY_MARK)
+            return MessageQueue(topic, broker, int(qid))
         stripped = key.strip()
         ons = _ONS_MQ_RE.match(stripped)
         if ons:

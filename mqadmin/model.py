@@ -109,6 +109,15 @@ class OffsetWrapper:
 
 
 @dataclass(frozen=True)
+class QueueStats:
+    """One queue's row of GET_TOPIC_STATS_INFO: its bounds and the store time of its last message."""
+
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int = 0
+
+
+@dataclass(frozen=True)
 class ConsumeStats:
     offsets: dict[MessageQueue, OffsetWrapper]
     consume_tps: float

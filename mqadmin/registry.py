@@ -1,28 +1,25 @@
 """The strategy registry: every subcommand is a SubCommand class registered by name.
 
-Built-in commands are the modules of ``mqadmin.commands``; third-party packages add theirs
-through the ``mqadmin.commands`` entry-point group. Command modules must stay light at
-import time (heavy libraries are imported inside ``execute``), because ``--help`` and
-completion import them to read names, summaries and options.
+Built-in commands are the modules of ``mqadmin.commands``, listed in ``mqadmin.command_table``
+so that ``--help`` imports none of them and running a command imports only its own;
+third-party packages add theirs through the ``mqadmin.commands`` entry-point group. Command
+modules must stay light at import time (heavy libraries are imported inside ``execute``).
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from mqadmin.command_table import BUILTIN, ENTRY_POINT_GROUP
 from mqadmin.errors import UsageError
 
 if TYPE_CHECKING:
     from mqadmin.context import Context
     from mqadmin.output import Result
-
-ENTRY_POINT_GROUP = "mqadmin.commands"
 
 
 @dataclass(frozen=True)
@@ -103,6 +100,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
+    import pkgutil
+
     import mqadmin.commands as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
@@ -134,12 +133,24 @@ def commands() -> list[type[SubCommand]]:
 
 
 def lookup(name: str) -> type[SubCommand]:
-    """By mqadmin name or kebab alias, ignoring case as the Java tool does."""
+    """By mqadmin name or kebab alias, ignoring case as the Java tool does; imports only the
+    module of a built-in command, and everything (plugins too) only for any other name."""
+    cls = _REGISTRY.get(name.lower())
+    if cls is not None:
+        return cls
+    module = next((e[0] for n, e in BUILTIN.items() if name.lower() in (n.lower(), e[2])), None)
+    if module is not None:
+        importlib.import_module(module)  # its @register fills the registry
+        cls = _REGISTRY.get(name.lower())
+        if cls is not None:
+            return cls
     _load()
     cls = _REGISTRY.get(name.lower())
     if cls is not None:
         return cls
     canonical = {k: c.name for c in commands() for k in (c.name.lower(), c.kebab().lower())}
+    import difflib
+
     close = difflib.get_close_matches(name.lower(), list(canonical), n=1, cutoff=0.5)
     hint = f" (did you mean {canonical[close[0]]!r}?)" if close else ""
     raise UsageError(f"unknown command {name!r}{hint}; 'mqadmin --help' lists the commands")

@@ -6,6 +6,7 @@ engine is being chosen, and asks ``unavailable_reason()`` before anything starts
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -29,8 +30,10 @@ def java_path() -> str | None:
     return shutil.which("java")
 
 
+@functools.lru_cache(maxsize=8)
 def java_major(java: str) -> int | None:
-    """Major version from ``java -version`` (1.8 → 8), None when it cannot be told."""
+    """Major version from ``java -version`` (1.8 → 8), None when it cannot be told; asked once
+    per process (the engine choice and the session both check it)."""
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):

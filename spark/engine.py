@@ -8,7 +8,6 @@ a resumed run appends only the waves that were not written.
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shutil
@@ -73,9 +72,7 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if not is_local_master(master):
-        folder = Path(tempfile.mkdtemp(prefix="mqadmin-code-"))
-        atexit.register(shutil.rmtree, folder, True)
-        spark.sparkContext.addPyFile(str(code_zip(folder / "mqadmin.zip")))
+        spark.sparkContext.addPyFile(str(cached_code_zip()))
     return spark
 
 
@@ -104,14 +101,13 @@ def _quiet_log_config() -> Path:
     return path
 
 
-def code_zip(dest: Path) -> Path:
-    """A zip of the mqadmin package as executors import it: the ``mqadmin`` folder plus the
-    subpackages installed from other folders (``mqadmin.spark``, ``mqadmin.commands``)."""
+def _code_files() -> list[tuple[str, Path]]:
+    """(name in the archive, file) of every module executors import: the ``mqadmin`` folder plus
+    the subpackages installed from other folders (``mqadmin.spark``, ``mqadmin.commands``)."""
     import importlib
 
     import mqadmin
 
-    out = dest
     roots: list[tuple[str, Path]] = [("mqadmin", Path(next(iter(mqadmin.__path__))))]
     for sub in ("spark", "commands"):
         try:
@@ -121,11 +117,41 @@ def code_zip(dest: Path) -> Path:
         folder = Path(next(iter(module.__path__)))
         if folder.resolve() != (roots[0][1] / sub).resolve():
             roots.append((f"mqadmin/{sub}", folder))
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for prefix, folder in roots:
-            for path in sorted(folder.rglob("*.py")):
-                if "__pycache__" not in path.parts:
-                    zf.write(path, f"{prefix}/{path.relative_to(folder).as_posix()}")
+    return [
+        (f"{prefix}/{path.relative_to(folder).as_posix()}", path)
+        for prefix, folder in roots
+        for path in sorted(folder.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    ]
+
+
+def code_zip(dest: Path, files: list[tuple[str, Path]] | None = None) -> Path:
+    """A zip of the mqadmin package as executors import it."""
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, path in files if files is not None else _code_files():
+            zf.write(path, name)
+    return dest
+
+
+def cached_code_zip(cache: Path | None = None) -> Path:
+    """The code zip, built once per content and reused by every later session: named by a hash
+    of the module names and bytes, written beside its final name and renamed in (so concurrent
+    runs never ship a half-written file)."""
+    import hashlib
+
+    files = _code_files()
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    folder = cache or Path(tempfile.gettempdir()) / f"mqadmin-code-{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"mqadmin-{digest.hexdigest()[:16]}.zip"
+    if not out.exists():
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
+        try:
+            os.replace(code_zip(tmp / out.name, files), out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

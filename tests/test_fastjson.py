@@ -14,6 +14,7 @@ from mqadmin.fastjson import (
     dumps,
     dumps_pretty,
     loads,
+    loads_queue_keyed,
     mq_table,
     to_message_queue,
 )
@@ -331,3 +332,40 @@ def test_pretty_lists_and_sets() -> None:
     value = {"many": [1, 2], "one": ["x"], "set": {"b", "a"}, "none": [], "empty": {}}
     expected = '{\n\t"many":[\n\t\t1,\n\t\t2\n\t],\n\t"one":["x"],\n\t"set":["a","b"],\n\t"none":[],\n\t"empty":{}\n}'
     assert dumps_pretty(value) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"offsetTable":{{"brokerName":"b","queueId":3,"topic":"T"}:{"x":1}},"tps":1.5}',
+        # a key-like text inside a string value is data, not a key
+        '{"a":"{\\"brokerName\\":\\"b\\",\\"queueId\\":1,\\"topic\\":\\"T\\"}:","t":{}}',
+        # names with escapes, fields in another order, bare numeric keys: the general parser's job
+        '{"t":{{"brokerName":"b\\u0041","queueId":0,"topic":"T"}:1}}',
+        '{"t":{{"topic":"T","brokerName":"b","queueId":0}:1},"n":{0:2}}',
+        "[]",
+    ],
+)
+def test_queue_keyed_fast_path_reads_what_loads_reads(text: str) -> None:
+    """The fast path (queue keys rewritten, C json) must give the same queues and values."""
+    fast, slow = loads_queue_keyed(text), loads(text)
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {
+                (mq_table({k: 0}).popitem()[0] if not isinstance(k, (int, float)) and _is_mq(k) else k): norm(x)
+                for k, x in v.items()
+            }
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        return v
+
+    assert norm(fast) == norm(slow)
+
+
+def _is_mq(key: Any) -> bool:
+    try:
+        mq_table({key: 0})
+    except ValueError:
+        return False
+    return True

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from mqadmin.cli import options_of
+from mqadmin.command_table import BUILTIN, command_rows
 from mqadmin.errors import UsageError
 from mqadmin.registry import SubCommand, commands, lookup, temporarily_registered
 
@@ -119,3 +120,27 @@ def test_third_party_commands_come_from_the_entry_point_group(tmp_path, monkeypa
     assert "helloPlugin" in listed.stdout and "'broken'" in listed.stderr
     ran = subprocess.run([sys.executable, "-m", "mqadmin", "hello-plugin"], capture_output=True, text=True, env=env)
     assert ran.returncode == 0 and "plugin" in ran.stdout
+
+
+def test_the_builtin_table_names_each_command_class() -> None:
+    """--help reads BUILTIN instead of importing the command modules: it must say what they say."""
+    builtin = [c for c in commands() if c.__module__.startswith("mqadmin.commands.")]
+    assert sorted(BUILTIN) == sorted(c.name for c in builtin)
+    for cls in builtin:
+        assert BUILTIN[cls.name] == (cls.__module__, cls.__name__, cls.kebab(), cls.summary())
+    assert [name for name, _, _ in command_rows()] == [c.name for c in commands()]
+
+
+@pytest.mark.parametrize("columns", ["80", "60", "200"])
+def test_the_fast_help_is_the_click_help(columns: str) -> None:
+    """`mqadmin --help` skips click; its text must be what click renders, at any terminal width."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": columns}
+    fast = subprocess.run([sys.executable, "-m", "mqadmin", "--help"], capture_output=True, text=True, env=env)
+    code = "from mqadmin.cli import main; main(['--help'])"
+    clicked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert fast.returncode == 0 and clicked.returncode == 0
+    assert fast.stdout == clicked.stdout and "resetOffsetByTime" in fast.stdout

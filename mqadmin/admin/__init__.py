@@ -8,9 +8,11 @@ client. Commands never import a backend directly.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from mqadmin import errors
 from mqadmin.errors import UsageError
 from mqadmin.model import (
     BrokerData,
@@ -20,6 +22,7 @@ from mqadmin.model import (
     MessageQueue,
     PullResult,
     RawPull,
+    QueueStats,
     SendResult,
     TopicRoute,
 )
@@ -71,6 +74,7 @@ class Admin(Protocol):
     def max_offset(self, mq: MessageQueue) -> int: ...
     def search_offset(self, mq: MessageQueue, ts_ms: int) -> int: ...
     def earliest_store_time(self, mq: MessageQueue) -> int: ...
+    def queue_stats(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]: ...
 
     # consumer offsets
     def consumer_offset(self, group: str, mq: MessageQueue) -> int | None: ...
@@ -78,7 +82,11 @@ class Admin(Protocol):
 
     # group state
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats: ...
+    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]: ...
     def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection: ...
+    def consumer_connections_all(
+        self, groups: Sequence[str]
+    ) -> dict[str, ConsumerConnection | errors.MqadminError]: ...
 
     # reset
     def reset_offset_by_time(

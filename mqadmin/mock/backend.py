@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -23,6 +24,7 @@ from mqadmin.model import (
     OffsetWrapper,
     PullResult,
     RawPull,
+    QueueStats,
     SendResult,
     TopicRoute,
 )
@@ -144,6 +146,16 @@ class MockAdmin:
         self._check(mq.topic)
         return self._broker(mq.broker_name).earliest_store_time(mq.topic, mq.queue_id)
 
+    def queue_stats(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]:
+        """Bounds of each queue (in process there is no round trip to save)."""
+        out: dict[MessageQueue, QueueStats] = {}
+        for mq in queues:
+            broker = self._broker(mq.broker_name)
+            hi = broker.max_offset(mq.topic, mq.queue_id)
+            last = broker.store_time_at(mq.topic, mq.queue_id, hi - 1) if hi > 0 else None
+            out[mq] = QueueStats(broker.min_offset(mq.topic, mq.queue_id), hi, last or 0)
+        return out
+
     # consumer offsets
     def consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
         self._check(mq.topic, group)
@@ -179,6 +191,16 @@ class MockAdmin:
             tps += stats.consume_tps
         return ConsumeStats(dict(sorted(table.items())), tps)
 
+    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
+        """Each group's ``consume_stats`` (or the error it raises); in process, group by group."""
+        out: dict[str, ConsumeStats | errors.MqadminError] = {}
+        for group in groups:
+            try:
+                out[group] = self.consume_stats(group)
+            except errors.MqadminError as exc:
+                out[group] = exc
+        return out
+
     def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
         brokers = [b for b in self.cluster.brokers.values() if broker_addr in (None, b.addr)]
         clients = [c for b in brokers for c in b.online_clients(group)]
@@ -196,6 +218,16 @@ class MockAdmin:
             consume_from_where=first.consume_from_where,
             subscriptions=subs,
         )
+
+    def consumer_connections_all(self, groups: Sequence[str]) -> dict[str, ConsumerConnection | errors.MqadminError]:
+        """Each group's ``consumer_connections`` (or the error it raises)."""
+        out: dict[str, ConsumerConnection | errors.MqadminError] = {}
+        for group in groups:
+            try:
+                out[group] = self.consumer_connections(group)
+            except errors.MqadminError as exc:
+                out[group] = exc
+        return out
 
     # reset
     def reset_offset_by_time(

@@ -354,6 +354,38 @@ class MockBroker:
                 total += sum(n for _, n in events)
         return total / TPS_WINDOW_S
 
+    def broker_consume_stats(self, is_order: bool = False) -> list[tuple[str, list[ConsumeStats]]]:
+        """GET_BROKER_CONSUME_STATS: every subscription group's stats per topic, as the broker
+        builds ConsumeStatsList — its write queues, no pull offset (so no inflight), and with
+        ``is_order`` only order topics. Groups without offsets are listed with no stats."""
+        with self._lock:
+            topics_of: dict[str, list[str]] = defaultdict(list)
+            for key in self.offsets:
+                topic, _, group = key.partition("@")
+                topics_of[group].append(topic)
+            out: list[tuple[str, list[ConsumeStats]]] = []
+            for group in sorted(self.groups):
+                subscribed = {t for c in self.clients.get(group, {}).values() for t in c.subscriptions}
+                per_topic: list[ConsumeStats] = []
+                for t in sorted(topics_of.get(group, ())):
+                    cfg = self.topics.get(t)
+                    if cfg is None or (is_order and not cfg.get("order")) or (subscribed and t not in subscribed):
+                        continue
+                    table: dict[MessageQueue, OffsetWrapper] = {}
+                    committed = self.offsets.get(self.key(t, group), {})
+                    for qid in range(int(cfg["writeQueueNums"])):
+                        consumer = max(committed.get(qid, -1), 0)
+                        last = self.store_time_at(t, qid, consumer - 1) if consumer > 0 else None
+                        table[MessageQueue(t, self.name, qid)] = OffsetWrapper(
+                            broker_offset=max(self.max_offset(t, qid), 0),
+                            consumer_offset=consumer,
+                            last_timestamp=last or 0,
+                            pull_offset=0,
+                        )
+                    per_topic.append(ConsumeStats(table, self.consume_tps(group, [t])))
+                out.append((group, per_topic))
+            return out
+
     # ---- clients ----
     def register_client(self, info: ClientInfo) -> None:
         with self._lock:

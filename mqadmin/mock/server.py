@@ -685,6 +685,7 @@ class _BrokerRole(_Role):
             RequestCode.GET_TOPIC_CONFIG: self.topic_config,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consume_by_who,
         }
@@ -1336,6 +1337,43 @@ class _BrokerRole(_Role):
                     table[mq] = row
         doc = {"consumeTps": tps, "offsetTable": dict(sorted(table.items()))}
         return self.reply(req, body=fastjson.dumps(doc).encode())
+
+    def broker_consume_stats(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS: a ConsumeStatsList of every subscription group.
+
+        The body can hold tens of thousands of queues, so it is written here piece by piece in
+        fastjson's layout (sorted fields, queue objects as keys) rather than through a document.
+        """
+        is_order = self._str(req, "isOrder").strip().lower() == "true"  # Boolean.parseBoolean
+        with_pull = self.server.v >= (5, 1)
+        with self.lock:
+            groups = self.broker.broker_consume_stats(is_order)
+        keys: dict[MessageQueue, str] = {}
+        parts: list[str] = []
+        total_diff = total_inflight = 0
+        for group, per_topic in groups:
+            stats_json = []
+            for stats in per_topic:
+                rows = []
+                for mq, w in stats.offsets.items():
+                    key = keys.get(mq)
+                    if key is None:
+                        key = keys[mq] = fastjson.dumps(mq)
+                    pull = f',"pullOffset":{w.pull_offset}' if with_pull else ""
+                    rows.append(
+                        f'{key}:{{"brokerOffset":{w.broker_offset},"consumerOffset":{w.consumer_offset},'
+                        f'"lastTimestamp":{w.last_timestamp}{pull}}}'
+                    )
+                    total_diff += w.broker_offset - w.consumer_offset
+                    total_inflight += (w.pull_offset if with_pull else 0) - w.consumer_offset
+                tps = fastjson.java_double(stats.consume_tps)
+                stats_json.append(f'{{"consumeTps":{tps},"offsetTable":{{{",".join(rows)}}}}}')
+            parts.append(f"{{{fastjson.dumps(group)}:[{','.join(stats_json)}]}}")
+        body = (
+            f'{{"brokerAddr":{fastjson.dumps(self.broker.addr)},"consumeStatsList":[{",".join(parts)}],'
+            f'"totalDiff":{total_diff},"totalInflightDiff":{total_inflight}}}'
+        )
+        return self.reply(req, body=body.encode())
 
     def reset_offset(self, conn: _Connection, req: RemotingCommand) -> RemotingCommand:
         topic = self._str(req, "topic")

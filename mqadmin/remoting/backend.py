@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -30,6 +31,7 @@ from mqadmin.model import (
     PullResult,
     QueueData,
     RawPull,
+    QueueStats,
     SendResult,
     TopicRoute,
 )
@@ -53,6 +55,10 @@ DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: GET_CONSUME_STATS walks every queue of every topic; the Java tool gives it three time limits
 CONSUME_STATS_TIMEOUT_FACTOR: Final = 3
+#: requests one fan-out keeps in flight (per-group calls can number tens of thousands)
+FAN_OUT_WINDOW: Final = 128
+#: GET_BROKER_CONSUME_STATS walks every queue of every group on the broker (the Java tool waits 50 s)
+BROKER_CONSUME_STATS_TIMEOUT_FACTOR: Final = 10
 #: how long a topic's writable queues are reused for round-robin sends (the Java client's route refresh)
 SEND_ROUTE_TTL_S: Final = 30.0
 # How long a looked-up route is reused: long enough for one command's fan-out, short enough
@@ -191,16 +197,29 @@ class RemotingAdmin:
         idempotent: bool,
         timeout: float | None = None,
     ) -> list[RemotingCommand | errors.MqadminError]:
-        """Send every call before waiting for any: one round trip for N brokers, no extra threads."""
-        pending = [self._client.submit(addr, cmd, timeout=timeout) for addr, cmd in calls]
+        """Send calls before waiting for earlier ones: one round trip for N brokers, no extra threads.
+
+        At most ``FAN_OUT_WINDOW`` are in flight, so with thousands of calls (one per group) none
+        waits out its timeout in the queue behind the others.
+        """
+        pending: deque[PendingReply] = deque()
         out: list[RemotingCommand | errors.MqadminError] = []
-        for p in pending:
+
+        def take_oldest() -> None:
+            p = pending.popleft()
             try:
                 out.append(self._client.wait(p, idempotent=idempotent))
             except errors.ConnectError as exc:
                 if isinstance(exc, ConnectFailed):
                     self._forget_addr(p.addr)
                 out.append(exc)
+
+        for addr, cmd in calls:
+            if len(pending) >= FAN_OUT_WINDOW:
+                take_oldest()
+            pending.append(self._client.submit(addr, cmd, timeout=timeout))
+        while pending:
+            take_oldest()
         return out
 
     @staticmethod
@@ -379,6 +398,69 @@ class RemotingAdmin:
     def earliest_store_time(self, mq: MessageQueue) -> int:
         return self._queue_call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, {}, "timestamp")
 
+    def queue_stats(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]:
+        """Bounds of many queues: one GET_TOPIC_STATS_INFO per topic and broker, sent together.
+
+        A broker that refuses it (ACL, an old or foreign server) or leaves a queue out is asked
+        per queue instead (GET_MIN_OFFSET + GET_MAX_OFFSET, pipelined), as before.
+        """
+        by_place: dict[tuple[str, str], list[MessageQueue]] = {}
+        for mq in queues:
+            by_place.setdefault((mq.topic, mq.broker_name), []).append(mq)
+        places = list(by_place)
+        addrs = {name: self._broker_addr(name) for name in {b for _, b in places}}
+        calls = [
+            (addrs[broker], RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+            for topic, broker in places
+        ]
+        out: dict[MessageQueue, QueueStats] = {}
+        missing: list[MessageQueue] = []
+        for place, (addr, _), reply in zip(places, calls, self._fan_out(calls, idempotent=True), strict=True):
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                table = self._parse_topic_stats(addr, self._check(addr, reply))
+            except errors.MqadminError as exc:
+                log.info("%s: no topic stats for %s (%s); asking per queue", addr, place[0], exc)
+                table = {}
+            for mq in by_place[place]:
+                found = table.get(mq)
+                if found is None:
+                    missing.append(mq)
+                else:
+                    out[mq] = found
+        if missing:
+            out.update(self._queue_bounds(missing))
+        return {mq: out[mq] for mq in queues}
+
+    def _parse_topic_stats(self, addr: str, reply: RemotingCommand) -> dict[MessageQueue, QueueStats]:
+        try:
+            data = fastjson.loads_queue_keyed(reply.body)
+            return {
+                mq: QueueStats(
+                    int(row.get("minOffset", 0)), int(row["maxOffset"]), int(row.get("lastUpdateTimestamp", 0))
+                )
+                for mq, row in fastjson.mq_table(data.get("offsetTable") or {}).items()
+            }
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MalformedReply(f"unexpected topic stats from {addr}: {exc!r}", addr) from None
+
+    def _queue_bounds(self, queues: Sequence[MessageQueue]) -> dict[MessageQueue, QueueStats]:
+        """GET_MIN_OFFSET and GET_MAX_OFFSET of every queue, all sent before any is awaited."""
+        calls = []
+        for mq in queues:
+            addr = self._broker_addr(mq.broker_name)
+            fields: dict[str, object] = {"topic": mq.topic, "queueId": mq.queue_id}
+            calls.append((addr, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)))
+            # 5.x: committed=true asks for what is replicated, as max_offset does; 4.x ignores it.
+            calls.append((addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {**fields, "committed": True})))
+        values: list[int] = []
+        for (addr, _), reply in zip(calls, self._fan_out(calls, idempotent=True), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            values.append(self._ext_int(addr, self._check(addr, reply), "offset"))
+        return {mq: QueueStats(values[2 * i], values[2 * i + 1]) for i, mq in enumerate(queues)}
+
     # -- consumer offsets -------------------------------------------------------------------
 
     def consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
@@ -438,6 +520,104 @@ class RemotingAdmin:
             tps += part_tps
         return ConsumeStats(dict(sorted(table.items())), tps)
 
+    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
+        """Every group's consume stats from one GET_BROKER_CONSUME_STATS per broker.
+
+        A broker answers for each of its subscription groups what GET_CONSUME_STATS would, but
+        without pull offsets (so nothing shows in flight). A broker that refuses it (ACL: it
+        needs cluster-wide read rights; a server without it) or cannot be read is asked group
+        by group instead, as ``consume_stats`` does; a group whose per-group call fails gets
+        that error as its value.
+        """
+        wanted = list(dict.fromkeys(groups))
+        tables: dict[str, dict[MessageQueue, OffsetWrapper]] = {g: {} for g in wanted}
+        tps = dict.fromkeys(wanted, 0.0)
+        brokers = [b for b in self._all_brokers() if b.addrs]
+        fields = {"isOrder": False}
+        calls = [
+            (b.select_addr(), RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS, fields)) for b in brokers
+        ]
+        replies = self._fan_out(calls, idempotent=True, timeout=self.timeout * BROKER_CONSUME_STATS_TIMEOUT_FACTOR)
+        refused: set[str] = set()
+        for b, (addr, _), reply in zip(brokers, calls, replies, strict=True):
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                parsed = self._parse_broker_consume_stats(addr, self._check(addr, reply))
+            except errors.MqadminError as exc:
+                log.info("%s: no broker consume stats (%s); asking group by group", addr, exc)
+                refused.add(b.broker_name)
+                continue
+            for group, (table, group_tps) in parsed.items():
+                if group in tables:
+                    tables[group].update(table)
+                    tps[group] += group_tps
+        failed: dict[str, errors.MqadminError] = {}
+        if refused:
+            failed = self._consume_stats_per_group(wanted, refused, tables, tps)
+        return {g: failed.get(g) or ConsumeStats(dict(sorted(tables[g].items())), tps[g]) for g in wanted}
+
+    def _consume_stats_per_group(
+        self,
+        groups: Sequence[str],
+        refused: set[str],
+        tables: dict[str, dict[MessageQueue, OffsetWrapper]],
+        tps: dict[str, float],
+    ) -> dict[str, errors.MqadminError]:
+        """GET_CONSUME_STATS of each group on the refused brokers that ``consume_stats`` would ask."""
+        failed: dict[str, errors.MqadminError] = {}
+        owners: list[str] = []
+        calls: list[tuple[str, RemotingCommand]] = []
+        for group in groups:
+            try:
+                brokers = self._group_brokers(group, None)
+            except errors.MqadminError as exc:
+                failed[group] = exc
+                continue
+            fields: dict[str, object] = {"consumerGroup": group, "topic": None}
+            for b in brokers:
+                if b.broker_name in refused and b.addrs:
+                    owners.append(group)
+                    calls.append((b.select_addr(), RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields)))
+        replies = self._fan_out(calls, idempotent=True, timeout=self.timeout * CONSUME_STATS_TIMEOUT_FACTOR)
+        for group, (addr, _), reply in zip(owners, calls, replies, strict=True):
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                part, part_tps = self._parse_consume_stats(addr, self._check(addr, reply))
+            except errors.MqadminError as exc:
+                failed.setdefault(group, exc)
+                continue
+            tables[group].update(part)
+            tps[group] += part_tps
+        return failed
+
+    def _parse_broker_consume_stats(
+        self, addr: str, reply: RemotingCommand
+    ) -> dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]]:
+        """ConsumeStatsList: ``[{group: [ConsumeStats per topic]}]`` -> group -> (rows, tps)."""
+        try:
+            data = fastjson.loads_queue_keyed(reply.body)
+            out: dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]] = {}
+            for entry in data.get("consumeStatsList") or []:
+                for group, per_topic in entry.items():
+                    rows: dict[MessageQueue, OffsetWrapper] = {}
+                    group_tps = 0.0
+                    for stats in per_topic or []:
+                        for mq, w in fastjson.mq_table(stats.get("offsetTable") or {}).items():
+                            consumer = int(w.get("consumerOffset", 0))
+                            rows[mq] = OffsetWrapper(
+                                broker_offset=int(w.get("brokerOffset", 0)),
+                                consumer_offset=consumer,
+                                last_timestamp=int(w.get("lastTimestamp", 0)),
+                                pull_offset=consumer,  # the broker leaves it unset here
+                            )
+                        group_tps += float(stats.get("consumeTps", 0.0))
+                    out[str(group)] = (rows, group_tps)
+            return out
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise MalformedReply(f"unexpected broker consume stats from {addr}: {exc!r}", addr) from None
+
     def _parse_consume_stats(
         self, addr: str, reply: RemotingCommand
     ) -> tuple[dict[MessageQueue, OffsetWrapper], float]:
@@ -463,7 +643,15 @@ class RemotingAdmin:
         fields = {"consumerGroup": group}
         addrs = [broker_addr] if broker_addr else [b.select_addr() for b in self._group_brokers(group, None) if b.addrs]
         calls = [(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)) for addr in addrs]
-        replies = self._fan_out(calls, idempotent=True)
+        return self._connections_of(group, calls, self._fan_out(calls, idempotent=True))
+
+    def _connections_of(
+        self,
+        group: str,
+        calls: Sequence[tuple[str, RemotingCommand]],
+        replies: Sequence[RemotingCommand | errors.MqadminError],
+    ) -> ConsumerConnection:
+        """Merge one group's GET_CONSUMER_CONNECTION_LIST replies; ConsumerNotOnline when nobody is."""
         bodies: list[dict[str, Any]] = []
         first_error: errors.MqadminError | None = None
         for (addr, _), reply in zip(calls, replies, strict=True):
@@ -479,6 +667,31 @@ class RemotingAdmin:
         if not bodies:
             raise first_error or errors.ConsumerNotOnline(f"the consumer group[{group}] not online")
         return self._merge_connections(bodies)
+
+    def consumer_connections_all(self, groups: Sequence[str]) -> dict[str, ConsumerConnection | errors.MqadminError]:
+        """``consumer_connections`` of many groups: every request sent before any is awaited.
+
+        RocketMQ has no request for all groups' connections, so this is one request per group
+        and broker; it asks every broker of the cluster (one name-server call, not one route
+        per group): a broker the group never reached answers "not online", which merging
+        tolerates exactly as for a broker of the group's route.
+        """
+        wanted = list(dict.fromkeys(groups))
+        addrs = [b.select_addr() for b in self._all_brokers() if b.addrs]
+        calls = [
+            (addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": g}))
+            for g in wanted
+            for addr in addrs
+        ]
+        replies = self._fan_out(calls, idempotent=True)
+        out: dict[str, ConsumerConnection | errors.MqadminError] = {}
+        for i, group in enumerate(wanted):
+            part = slice(i * len(addrs), (i + 1) * len(addrs))
+            try:
+                out[group] = self._connections_of(group, calls[part], replies[part])
+            except errors.MqadminError as exc:
+                out[group] = exc
+        return out
 
     @staticmethod
     def _error_of(addr: str, reply: RemotingCommand | errors.MqadminError) -> errors.MqadminError:

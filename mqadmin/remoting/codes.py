@@ -70,6 +70,8 @@ class RequestCode(enum.IntEnum):
     GET_CONSUMER_RUNNING_INFO = 307
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
+    # every group's consume stats in one reply (the Java tool's brokerConsumeStats)
+    GET_BROKER_CONSUME_STATS = 317
     SEND_BATCH_MESSAGE = 320
     # 5.x; its mqadmin asks for it while building consume stats
     GET_TOPIC_CONFIG = 351

@@ -689,6 +689,58 @@ def test_consume_stats_and_topic_stats_bodies(serve: Serve, clients: Clients) ->
     assert runtime["brokerVersionDesc"] == "V4_9_8" and runtime["brokerVersion"] == str(int(MQVersion.V4_9_8))
 
 
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_broker_consume_stats_lists_every_group_as_per_group_stats_do(
+    serve: Serve, clients: Clients, version: str
+) -> None:
+    server = serve(version)
+    seed(server, 5, qid=0)
+    seed(server, 2, qid=1)
+    broker = clients(server.broker_addrs["broker-a"])
+    for group, qid, offset in ((GROUP, 0, 3), (GROUP, 1, 2), ("second_group", 0, 1)):
+        server.cluster.brokers["broker-a"].ensure_group(group)
+        broker.call(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": group, "topic": TOPIC, "queueId": qid, "commitOffset": offset},
+        )
+    reply = broker.call(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    assert reply.code == ResponseCode.SUCCESS
+    doc = fastjson.loads(reply.body)  # the general parser: the hand-built body is real fastjson
+    assert fastjson.loads_queue_keyed(reply.body) == {
+        **doc,
+        "consumeStatsList": [
+            {g: [{**s, "offsetTable": {_marked(mq): w for mq, w in s["offsetTable"].items()}} for s in v]}
+            for entry in doc["consumeStatsList"]
+            for g, v in entry.items()
+        ],
+    }
+    assert list(doc) == ["brokerAddr", "consumeStatsList", "totalDiff", "totalInflightDiff"]
+    by_group = {g: v for entry in doc["consumeStatsList"] for g, v in entry.items()}
+    assert sorted(by_group) == sorted(["second_group", GROUP])
+    (stats,) = by_group[GROUP]
+    per_group = fastjson.loads(broker.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP}).body)
+    batch_rows = fastjson.mq_table(stats["offsetTable"])
+    single_rows = fastjson.mq_table(per_group["offsetTable"])
+    assert list(batch_rows) == list(single_rows) and len(batch_rows) == QUEUES
+    fields = ("brokerOffset", "consumerOffset", "lastTimestamp")
+    for mq, row in batch_rows.items():
+        assert [row[f] for f in fields] == [single_rows[mq][f] for f in fields]
+        # the broker leaves pullOffset unset in this reply (5.x writes 0; 4.x has no such field)
+        assert row.get("pullOffset", 0) == 0 and ("pullOffset" in row) == (version == "5.3.3")
+    assert doc["totalDiff"] == (5 - 3) + (2 - 2) + (5 - 1) + (2 - 0)  # second_group: every queue of its topic
+    # isOrder=true: only order topics (TopicTest is not one)
+    ordered = fastjson.loads(broker.call(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "true"}).body)
+    assert all(v == [] for entry in ordered["consumeStatsList"] for v in entry.values())
+    # the header field is required, as @CFNotNull makes it on the broker
+    missing = broker.call(RequestCode.GET_BROKER_CONSUME_STATS)
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "isOrder" in (missing.remark or "")
+
+
+def _marked(key: Any) -> str:
+    mq = fastjson.to_message_queue(key)
+    return f"\x00{mq.topic}\x00{mq.broker_name}\x00{mq.queue_id}"
+
+
 def test_lock_and_unlock_batch(serve: Serve, clients: Clients) -> None:
     server = serve()
     broker = clients(server.broker_addrs["broker-a"])

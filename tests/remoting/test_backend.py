@@ -23,7 +23,16 @@ from mqadmin.admin import BrokerInfo, connect
 from mqadmin.message import encode_message, parse_properties
 from mqadmin.mock.backend import MockAdmin
 from mqadmin.mock.server import MockServer
-from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper, PullResult, TopicRoute
+from mqadmin.model import (
+    ConsumerConnection,
+    ConsumeStats,
+    Message,
+    MessageQueue,
+    OffsetWrapper,
+    PullResult,
+    QueueStats,
+    TopicRoute,
+)
 from mqadmin.remoting.backend import TOOLS_CONSUMER_GROUP, MalformedReply, RemotingAdmin
 from mqadmin.remoting.codec import FrameDecoder, RemotingCommand, encode
 from mqadmin.remoting.codes import MQVersion, RequestCode, ResponseCode
@@ -358,6 +367,138 @@ def test_consume_stats_failure_names_the_broker(cluster: Cluster) -> None:
     assert info.value.code == ResponseCode.SYSTEM_ERROR and info.value.addr == cluster.b.addr
 
 
+# A ConsumeStatsList as a 5.3.3 broker writes it for GET_BROKER_CONSUME_STATS (fields sorted, one
+# single-key map per subscription group, queue objects as keys, pullOffset left at 0), and as a
+# 4.9.x broker does (no pullOffset at all). Laid out by hand from ConsumeStatsList/ConsumeStats.
+BROKER_STATS_A = (
+    '{"brokerAddr":"10.0.0.1:10911","consumeStatsList":['
+    '{"g1":[{"consumeTps":1.5,"offsetTable":{'
+    '{"brokerName":"broker-a","queueId":0,"topic":"T"}:'
+    '{"brokerOffset":10,"consumerOffset":4,"lastTimestamp":1700000000004,"pullOffset":0},'
+    '{"brokerName":"broker-a","queueId":1,"topic":"T"}:'
+    '{"brokerOffset":7,"consumerOffset":7,"lastTimestamp":1700000000007,"pullOffset":0}}},'
+    '{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"%RETRY%g1"}:'
+    '{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0,"pullOffset":0}}}]},'
+    '{"other":[]},'
+    '{"g2":[]}],'
+    '"totalDiff":6,"totalInflightDiff":-11}'
+)
+BROKER_STATS_B_4X = (
+    '{"brokerAddr":"10.0.0.2:10911","consumeStatsList":[{"g1":[{"consumeTps":2.0,"offsetTable":{'
+    '{"brokerName":"broker-b","queueId":0,"topic":"T"}:{"brokerOffset":3,"consumerOffset":1,"lastTimestamp":0}}}]}],'
+    '"totalDiff":2,"totalInflightDiff":-1}'
+)
+
+
+def test_consume_stats_all_asks_each_broker_once(cluster: Cluster) -> None:
+    cluster.a.on(RequestCode.GET_BROKER_CONSUME_STATS, lambda c: ok(c, BROKER_STATS_A))
+    cluster.b.on(RequestCode.GET_BROKER_CONSUME_STATS, lambda c: ok(c, BROKER_STATS_B_4X))
+    stats = cluster.admin.consume_stats_all(["g1", "g2", "g3"])
+    g1 = stats["g1"]
+    assert isinstance(g1, ConsumeStats)
+    assert g1.offsets == {
+        MessageQueue("%RETRY%g1", "broker-a", 0): OffsetWrapper(0, 0, 0, 0),
+        MessageQueue("T", "broker-a", 0): OffsetWrapper(10, 4, 1700000000004, 4),  # pullOffset 0 is "unset"
+        MessageQueue("T", "broker-a", 1): OffsetWrapper(7, 7, 1700000000007, 7),
+        MessageQueue("T", "broker-b", 0): OffsetWrapper(3, 1, 0, 1),
+    }
+    assert list(g1.offsets) == sorted(g1.offsets)
+    assert g1.consume_tps == 3.5
+    # a group with a subscription but no offsets, and one no broker knows: no rows, as per group
+    assert stats["g2"] == ConsumeStats({}, 0.0) and stats["g3"] == ConsumeStats({}, 0.0)
+    assert "other" not in stats
+    for srv in (cluster.a, cluster.b):
+        (req,) = srv.sent(RequestCode.GET_BROKER_CONSUME_STATS)
+        assert req.ext_fields == {"isOrder": "false"}
+        assert not srv.sent(RequestCode.GET_CONSUME_STATS)
+    assert not cluster.ns.sent(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        fail(ResponseCode.NO_PERMISSION, "no permission for GET_BROKER_CONSUME_STATS"),
+        fail(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 317 not supported"),
+        lambda c: ok(c, '{"consumeStatsList":[{"g1":[{"offsetTable":{"not a queue":{}}}]}]}'),
+    ],
+    ids=["acl", "unsupported", "malformed"],
+)
+def test_consume_stats_all_falls_back_per_group_on_a_refusing_broker(cluster: Cluster, refusal: Reply) -> None:
+    cluster.route("%RETRY%g1", (cluster.a, 1, 6), (cluster.b, 1, 6))
+    cluster.route("%RETRY%g2", (cluster.a, 1, 6))  # not on broker-b: not asked there
+    cluster.route("%RETRY%g3", (cluster.b, 1, 6))
+    cluster.a.on(RequestCode.GET_BROKER_CONSUME_STATS, lambda c: ok(c, BROKER_STATS_A))
+    cluster.b.on(RequestCode.GET_BROKER_CONSUME_STATS, refusal)
+
+    def per_group(cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.ext_fields["consumerGroup"] == "g3":
+            return cmd.reply(ResponseCode.SYSTEM_ERROR, "broken")
+        return ok(cmd, stats_body("broker-b", [("T", 0, 3, 1, 0, 2)], 2.0))
+
+    cluster.b.on(RequestCode.GET_CONSUME_STATS, per_group)
+    stats = cluster.admin.consume_stats_all(["g1", "g2", "g3"])
+    g1 = stats["g1"]
+    assert isinstance(g1, ConsumeStats) and g1.consume_tps == 3.5
+    assert g1.offsets[MessageQueue("T", "broker-b", 0)] == OffsetWrapper(3, 1, 0, 2)
+    assert g1.offsets[MessageQueue("T", "broker-a", 0)] == OffsetWrapper(10, 4, 1700000000004, 4)
+    assert stats["g2"] == ConsumeStats({}, 0.0)
+    # the per-group error is the group's answer, as consume_stats would raise it
+    g3 = stats["g3"]
+    assert isinstance(g3, errors.BrokerError) and g3.code == ResponseCode.SYSTEM_ERROR and g3.addr == cluster.b.addr
+    asked = sorted(r.ext_fields["consumerGroup"] for r in cluster.b.sent(RequestCode.GET_CONSUME_STATS))
+    assert asked == ["g1", "g3"]
+    assert not cluster.a.sent(RequestCode.GET_CONSUME_STATS)
+
+
+def topic_stats_body(broker: str, rows: list[tuple[int, int, int, int]]) -> str:
+    parts = [
+        f'{mq_key("T", broker, q)}:{{"lastUpdateTimestamp":{last},"maxOffset":{hi},"minOffset":{lo}}}'
+        for q, lo, hi, last in rows
+    ]
+    return f'{{"offsetTable":{{{",".join(parts)}}},"topicPutTps":0.0}}'
+
+
+def test_queue_stats_asks_once_per_topic_and_broker(cluster: Cluster) -> None:
+    cluster.a.on(
+        RequestCode.GET_TOPIC_STATS_INFO,
+        lambda c: ok(c, topic_stats_body("broker-a", [(0, 2, 250, 1700000000250), (1, 0, 0, 0)])),
+    )
+    cluster.b.on(RequestCode.GET_TOPIC_STATS_INFO, lambda c: ok(c, topic_stats_body("broker-b", [(1, 5, 6, 1)])))
+    mqs = [MQ_B1, MQ_A0, MessageQueue("T", "broker-a", 1)]
+    stats = cluster.admin.queue_stats(mqs)
+    assert list(stats) == mqs
+    assert stats[MQ_A0] == QueueStats(2, 250, 1700000000250)
+    assert stats[MQ_B1] == QueueStats(5, 6, 1)
+    assert stats[MessageQueue("T", "broker-a", 1)] == QueueStats(0, 0, 0)
+    (req,) = cluster.a.sent(RequestCode.GET_TOPIC_STATS_INFO)
+    assert req.ext_fields == {"topic": "T"}
+    assert not cluster.a.sent(RequestCode.GET_MIN_OFFSET) and not cluster.a.sent(RequestCode.GET_MAX_OFFSET)
+
+
+def test_queue_stats_falls_back_per_queue(cluster: Cluster) -> None:
+    """A broker that refuses (ACL, 4.x without the topic's stats) or leaves a queue out."""
+    cluster.a.on(RequestCode.GET_TOPIC_STATS_INFO, fail(ResponseCode.NO_PERMISSION, "no permission"))
+    cluster.b.on(RequestCode.GET_TOPIC_STATS_INFO, lambda c: ok(c, topic_stats_body("broker-b", [(0, 1, 2, 3)])))
+    for srv, lo, hi in ((cluster.a, 3, 30), (cluster.b, 4, 40)):
+        srv.on(RequestCode.GET_MIN_OFFSET, lambda c, lo=lo: ok(c, offset=lo))
+        srv.on(RequestCode.GET_MAX_OFFSET, lambda c, hi=hi: ok(c, offset=hi))
+    stats = cluster.admin.queue_stats([MQ_A0, MessageQueue("T", "broker-b", 0), MQ_B1])
+    assert stats == {
+        MQ_A0: QueueStats(3, 30),
+        MessageQueue("T", "broker-b", 0): QueueStats(1, 2, 3),
+        MQ_B1: QueueStats(4, 40),
+    }
+    assert cluster.b.sent(RequestCode.GET_MAX_OFFSET)[0].ext_fields == {
+        "topic": "T",
+        "queueId": "1",
+        "committed": "true",
+    }
+    # a per-queue failure is the caller's error, as with max_offset
+    cluster.a.on(RequestCode.GET_MAX_OFFSET, fail(ResponseCode.SYSTEM_ERROR, "disk"))
+    with pytest.raises(errors.BrokerError):
+        cluster.admin.queue_stats([MQ_A0])
+
+
 CONNECTION_BODY = (
     '{"connectionSet":[{"clientAddr":"127.0.0.1:53122","clientId":"127.0.0.1@4242#DEFAULT","language":"CPP",'
     '"version":333}],"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY",'
@@ -384,6 +525,34 @@ def test_consumer_connections_merges_and_tolerates_one_broker_not_knowing(cluste
         "CONSUME_FROM_LAST_OFFSET",
     )
     assert conn.subscriptions == {"T": "a || b"}
+
+
+def test_consumer_connections_all_asks_each_broker_per_group_without_routes(cluster: Cluster) -> None:
+    """No bulk request exists for connections: one per group and broker, all pipelined, merged
+    per group as consumer_connections merges; a group nobody serves gets its own error."""
+
+    def answer(cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields["consumerGroup"]
+        if group == "online":
+            return ok(cmd, CONNECTION_BODY)
+        if group == "broken":
+            return cmd.reply(ResponseCode.SYSTEM_ERROR, "disk full")
+        return cmd.reply(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+
+    cluster.a.on(RequestCode.GET_CONSUMER_CONNECTION_LIST, answer)
+    cluster.b.on(RequestCode.GET_CONSUMER_CONNECTION_LIST, fail(ResponseCode.CONSUMER_NOT_ONLINE, "not online here"))
+    got = cluster.admin.consumer_connections_all(["online", "offline", "broken"])
+    online = got["online"]
+    assert isinstance(online, ConsumerConnection) and [c.client_id for c in online.connections] == [
+        "127.0.0.1@4242#DEFAULT"
+    ]
+    assert isinstance(got["offline"], errors.ConsumerNotOnline)
+    broken = got["broken"]
+    assert isinstance(broken, errors.BrokerError) and broken.code == ResponseCode.SYSTEM_ERROR
+    for srv in (cluster.a, cluster.b):
+        asked = sorted(r.ext_fields["consumerGroup"] for r in srv.sent(RequestCode.GET_CONSUMER_CONNECTION_LIST))
+        assert asked == ["broken", "offline", "online"]
+    assert not cluster.ns.sent(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 
 
 def test_consumer_connections_not_online(cluster: Cluster) -> None:
@@ -675,6 +844,8 @@ def _normal(value: object) -> object:
         return (value.status, value.next_begin_offset, value.min_offset, value.max_offset, msgs)
     if isinstance(value, TopicRoute):
         return (value.queues, [(b.broker_name, b.cluster) for b in value.brokers])
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
     if isinstance(value, list) and value and isinstance(value[0], BrokerInfo):
         return [(i.broker_name, i.cluster, i.version) for i in value]
     return value
@@ -703,6 +874,9 @@ def test_remoting_over_the_mock_server_answers_like_the_embedded_mock(
         ("consumer_offset", ("nobody", mq)),
         ("consume_stats", ("g1",)),
         ("consume_stats", ("g1", "TopicTest")),
+        ("consume_stats_all", (["g1"],)),
+        ("consumer_connections_all", (["g1", "nobody"],)),
+        ("queue_stats", ([mq, MessageQueue("TopicTest", "broker-a", 0)],)),
         ("consumer_connections", ("g1",)),
         ("pull", (mq, 3, 4)),
         ("pull", (mq, 10**6)),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from mqadmin import errors, fastjson
-from mqadmin.model import Message, MessageQueue
+from mqadmin.model import ConsumeStats, Message, MessageQueue
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
 from mqadmin.remoting.codec import RemotingCommand
@@ -170,6 +170,49 @@ def test_consumer_offsets_and_consume_stats(session: Session) -> None:
         assert w.last_timestamp == expected_last
     # No consumer ever started, so there is no %RETRY% route: every broker is asked.
     assert admin.consume_stats(GROUP).offsets == stats.offsets
+
+
+def test_batch_reads_equal_the_per_group_and_per_queue_reads(session: Session) -> None:
+    """GET_BROKER_CONSUME_STATS and GET_TOPIC_STATS_INFO give the numbers the one-by-one requests give."""
+    admin = session.admin
+    groups = [GROUP, "RbNoSuchGroup"]
+    batch = admin.consume_stats_all(groups)
+    single = admin.consume_stats(GROUP)
+    got = batch[GROUP]
+    assert isinstance(got, ConsumeStats)
+    assert single.offsets and list(got.offsets) == list(single.offsets)
+    for mq, w in got.offsets.items():
+        s = single.offsets[mq]
+        assert (w.broker_offset, w.consumer_offset, w.last_timestamp) == (
+            s.broker_offset,
+            s.consumer_offset,
+            s.last_timestamp,
+        )
+    assert got.consume_tps == pytest.approx(single.consume_tps, abs=1.0)
+    assert (
+        batch["RbNoSuchGroup"]
+        == ConsumeStats({}, 0.0)
+        == ConsumeStats(admin.consume_stats("RbNoSuchGroup").offsets, 0.0)
+    )
+    # the broker really answered it: no per-group request was needed
+    client = RemotingClient(session.cluster.namesrv_addr, timeout=WAIT)
+    try:
+        for _, addr in session.cluster.brokers:
+            reply = client.invoke(
+                addr, RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": False})
+            )
+            assert reply.code == ResponseCode.SUCCESS, reply.remark
+            assert GROUP in {g for entry in fastjson.loads(reply.body)["consumeStatsList"] for g in entry}
+    finally:
+        client.close()
+
+    queues = [*session.queues(), MessageQueue("TBW102", session.cluster.broker_names[0], 0)]
+    stats = admin.queue_stats(queues)
+    assert list(stats) == queues
+    for mq in queues:
+        assert (stats[mq].min_offset, stats[mq].max_offset) == (admin.min_offset(mq), admin.max_offset(mq))
+    for mq in session.queues():  # the store time of the last message
+        assert stats[mq].last_update_timestamp == session.store_times[mq][-1]
 
 
 def test_reset_without_online_consumers(session: Session) -> None:

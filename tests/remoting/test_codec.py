@@ -94,6 +94,25 @@ def test_encode_doc_request_byte_identical() -> None:
     assert encode_header(doc_request()) == DOC_REQUEST_HEADER
 
 
+# GET_BROKER_CONSUME_STATS as the Java admin sends it (GetConsumeStatsInBrokerHeader: one boolean
+# field, isOrder), laid out by hand: length 4 + 129 = 133 (0x85), header word 129 (0x81).
+BROKER_STATS_HEADER = (
+    b'{"code":317,"extFields":{"isOrder":"false"},"flag":0,"language":"JAVA","opaque":7,'
+    b'"serializeTypeCurrentRPC":"JSON","version":479}'
+)
+BROKER_STATS_FRAME = b"\x00\x00\x00\x85" + b"\x00\x00\x00\x81" + BROKER_STATS_HEADER
+
+
+def test_broker_consume_stats_request_frame() -> None:
+    assert len(BROKER_STATS_HEADER) == 0x81
+    cmd = RemotingCommand.request(
+        RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": False}, opaque=7, version=479, language="JAVA"
+    )
+    assert encode(cmd) == BROKER_STATS_FRAME
+    (back,) = FrameDecoder().feed(BROKER_STATS_FRAME)
+    assert back.code == 317 and back.ext_bool("isOrder") is False
+
+
 def test_doc_reply_both_ways() -> None:
     request = doc_request()
     reply = request.reply(ResponseCode.SUCCESS, version=479)
@@ -384,6 +403,8 @@ def test_language_codes_are_header_bytes() -> None:
         (RequestCode.GET_CONSUME_STATS, 208),
         (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, 222),
         (RequestCode.SEND_MESSAGE_V2, 310),
+        (RequestCode.GET_BROKER_CONSUME_STATS, 317),
+        (RequestCode.GET_TOPIC_STATS_INFO, 202),
         (RequestCode.GET_ALL_CONSUMER_OFFSET, 43),
         (RequestCode.REGISTER_TOPIC_IN_NAMESRV, 217),
         (ResponseCode.QUERY_NOT_FOUND, 22),

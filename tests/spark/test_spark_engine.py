@@ -228,6 +228,28 @@ def test_code_zip_imports_without_an_install(tmp_path: Path) -> None:
     assert out.stdout.strip().startswith(str(zipped))
 
 
+def test_the_code_zip_is_built_once_per_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster session ships the same archive until a module changes (no rebuild per run)."""
+    import zipfile
+
+    from mqadmin.spark import engine
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("A = 1\n")
+    monkeypatch.setattr(engine, "_code_files", lambda: [("mqadmin/a.py", src / "a.py")])
+    first = engine.cached_code_zip(tmp_path / "cache")
+    stamp = first.stat().st_mtime_ns
+    again = engine.cached_code_zip(tmp_path / "cache")
+    assert again == first and again.stat().st_mtime_ns == stamp
+    (src / "a.py").write_text("A = 2\n")
+    changed = engine.cached_code_zip(tmp_path / "cache")
+    assert changed != first and changed.exists() and first.exists()
+    with zipfile.ZipFile(changed) as zf:
+        assert zf.read("mqadmin/a.py") == b"A = 2\n"
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted([first.name, changed.name])
+
+
 def test_cli_spark_engine_matches_local(store: str, tmp_path: Path) -> None:
     """The whole command with --engine spark in its own process (its own JVM), against local."""
     args = ["rangeReplay", "-n", store, "-t", "T", "-b", str(T0 + 3), "-e", str(T0 + 30), "--tag", "TagC"]
