@@ -21,8 +21,8 @@ from mqadmin.model import (
     Message,
     MessageQueue,
     PullResult,
-    RawPull,
     QueueStats,
+    RawPull,
     SendResult,
     TopicRoute,
 )

@@ -23,8 +23,8 @@ from mqadmin.model import (
     MessageQueue,
     OffsetWrapper,
     PullResult,
-    RawPull,
     QueueStats,
+    RawPull,
     SendResult,
     TopicRoute,
 )

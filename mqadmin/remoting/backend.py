@@ -30,8 +30,8 @@ from mqadmin.model import (
     OffsetWrapper,
     PullResult,
     QueueData,
-    RawPull,
     QueueStats,
+    RawPull,
     SendResult,
     TopicRoute,
 )
