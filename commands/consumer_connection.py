@@ -91,7 +91,7 @@ class ConsumerConnectionCommand(SubCommand):
     """
 
     name = "consumerConnection"
-    java_output = True
+    extra_formats = ("java",)
     options = (
         required(GROUP),
         Opt("broker_addr", ("-b", "--brokerAddr"), "Ask this broker only (host:port)", metavar="ADDR"),

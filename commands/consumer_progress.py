@@ -25,7 +25,7 @@ from mqadmin.context import Context
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.timeparse import format_duration, format_java, parse_duration_ms
+from mqadmin.timeparse import format_duration, format_java, now_ms, parse_duration_ms
 from mqadmin.versions import version_desc
 
 if TYPE_CHECKING:
@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from mqadmin.localstore import OffsetsFile
 
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
+
+#: the Java tool's printf layouts (ConsumerProgressSubCommand, tools 4.9.7 and 5.3.3), kept as its
+#: format strings so --output java can be checked against them by eye
+JAVA_GROUPS_HEAD = "%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s"
+JAVA_GROUPS_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d"
 
 
 @dataclass
@@ -65,10 +70,57 @@ class GroupProgress:
     check_failure: str | None = None
     #: read from a stopped broker's store: there is no consume rate to show
     offline: bool = False
+    #: fetched only for --output java/prometheus: the Java tool's layout generation, clients, clusters
+    extra: ProgressExtra | None = None
+    #: --watch: each queue's Diff at the previous refresh
+    previous: dict[tuple[str, str, int], int] | None = None
 
     @property
     def diff_total(self) -> int:
         return sum(q.diff for q in self.queues)
+
+    def note_previous(self, before: GroupProgress) -> None:
+        self.previous = {(q.topic, q.broker, q.queue_id): q.diff for q in before.queues}
+
+    def _change(self, q: ProgressRow) -> int | None:
+        if self.previous is None or (q.topic, q.broker, q.queue_id) not in self.previous:
+            return None
+        return q.diff - self.previous[(q.topic, q.broker, q.queue_id)]
+
+    def java_text(self) -> str:
+        """The Java tool's ``consumerProgress -g`` text (4.x layout on 4.x brokers, else 5.x)."""
+        v5 = self.extra is None or self.extra.v5
+        if v5:
+            head = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s"
+            row = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s"
+            names: tuple[str, ...] = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
+            names += ("#Diff", "#Inflight")
+        else:
+            head = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s"
+            row = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s"
+            names = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff")
+        lines = [head % (*names, "#LastTime")]
+        for q in self.queues:
+            last = format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A"
+            values = (q.topic[:64], q.broker[:32], q.queue_id, q.broker_offset, q.consumer_offset, q.diff)
+            lines.append(row % (*values, *((q.inflight,) if v5 else ()), last))
+        lines += ["", f"Consume TPS: {self.tps:.2f}"]
+        if v5:
+            lines += [
+                f"Consume Diff Total: {self.diff_total}",
+                f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
+            ]
+        else:
+            lines.append(f"Diff Total: {self.diff_total}")
+        return "\n".join(lines) + "\n"
+
+    def prometheus_text(self) -> str:
+        from mqadmin.prometheus import group_exposition
+
+        extra = self.extra or ProgressExtra()
+        return group_exposition(
+            self.to_json(), online=extra.online, model=extra.model, clusters=extra.clusters, read_at_ms=extra.read_at_ms
+        ).text()
 
     @property
     def lag_time_ms(self) -> int | None:
@@ -91,6 +143,7 @@ class GroupProgress:
                     "inflight": q.inflight,
                     **time_fields("last_timestamp", q.last_timestamp or None, self.tz),
                     "lag_time_ms": q.lag_time_ms,
+                    **({"diff_change": self._change(q)} if self.previous is not None else {}),
                 }
                 for q in self.queues
             ],
@@ -98,7 +151,7 @@ class GroupProgress:
 
     def table(self) -> Table:
         columns = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "Inflight"]
-        columns += ["LastTime", "Lag Time"]
+        columns += ["LastTime", "Lag Time"] + (["Change"] if self.previous is not None else [])
         rows = [
             [
                 q.topic,
@@ -111,6 +164,7 @@ class GroupProgress:
                 format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
                 format_duration(q.lag_time_ms),
             ]
+            + ([_signed(self._change(q))] if self.previous is not None else [])
             for q in self.queues
         ]
         footer = [
@@ -135,9 +189,44 @@ class GroupSummary:
 
 
 @dataclass
+class ProgressExtra:
+    """What only --output java/prometheus show, read only when asked for."""
+
+    v5: bool = True
+    online: int = 0
+    model: str = "CLUSTERING"
+    clusters: dict[str, str] = field(default_factory=dict)
+    read_at_ms: int = 0
+
+
+@dataclass
 class AllGroupsProgress:
     groups: list[GroupSummary] = field(default_factory=list)
     check_failure: str | None = None
+    read_at_ms: int = 0
+    #: --watch: each group's Diff Total at the previous refresh
+    previous: dict[str, int] | None = None
+
+    def note_previous(self, before: AllGroupsProgress) -> None:
+        self.previous = {g.group: g.diff_total for g in before.groups}
+
+    def _change(self, g: GroupSummary) -> int | None:
+        if self.previous is None or g.group not in self.previous:
+            return None
+        return g.diff_total - self.previous[g.group]
+
+    def java_text(self) -> str:
+        """The Java tool's ``consumerProgress`` (all groups) text; TPS as a whole number, as it prints."""
+        lines = [JAVA_GROUPS_HEAD % ("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")]
+        for g in self.groups:
+            values = (g.group[:64], g.count, g.version, g.type, g.model, int(g.tps), g.diff_total)
+            lines.append(JAVA_GROUPS_ROW % values)
+        return "\n".join(lines) + "\n"
+
+    def prometheus_text(self) -> str:
+        from mqadmin.prometheus import groups_exposition
+
+        return groups_exposition(self.to_json()["groups"], read_at_ms=self.read_at_ms).text()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -151,6 +240,7 @@ class AllGroupsProgress:
                     "tps": round(g.tps, 2),
                     "diff_total": g.diff_total,
                     "lag_time_ms": g.lag_time_ms,
+                    **({"diff_change": self._change(g)} if self.previous is not None else {}),
                 }
                 for g in self.groups
             ]
@@ -158,8 +248,10 @@ class AllGroupsProgress:
 
     def table(self) -> Table:
         columns = ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total", "Lag Time"]
+        columns += ["Change"] if self.previous is not None else []
         rows: list[list[Any]] = [
             [g.group, g.count, g.version, g.type, g.model, int(g.tps), g.diff_total, format_duration(g.lag_time_ms)]
+            + ([_signed(self._change(g))] if self.previous is not None else [])
             for g in self.groups
         ]
         return Table(columns, rows, title="Consumer groups")
@@ -177,6 +269,7 @@ class ConsumerProgressCommand(SubCommand):
     """
 
     name = "consumerProgress"
+    extra_formats = ("java", "prometheus")
     options = (
         GROUP,
         TOPIC,
@@ -190,6 +283,21 @@ class ConsumerProgressCommand(SubCommand):
             "Check: exit 3 if a group's oldest unconsumed message is older than this (e.g. 5m, 30s)",
             metavar="DURATION",
         ),
+        Opt(
+            "watch",
+            ("--watch",),
+            "Refresh every SECONDS until Ctrl-C (exit 130): a live table with each Diff's change on a terminal, "
+            "one JSON document per refresh when piped (mqadmin extension)",
+            kind=float,
+            metavar="SECONDS",
+        ),
+        Opt(
+            "output_file",
+            ("--output-file",),
+            "Write the result to FILE, replaced atomically (temp file + rename), e.g. --output prometheus for "
+            "node_exporter's textfile collector (mqadmin extension)",
+            metavar="FILE",
+        ),
     )
 
     def execute(
@@ -201,10 +309,14 @@ class ConsumerProgressCommand(SubCommand):
             raise errors.UsageError("--max-lag must be 0 or more")
         group: str | None = params.get("group")
         if params.get("local_store"):
+            if ctx.output in ("java", "prometheus"):
+                raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
             return _local(ctx, Path(params["local_store"]), group, params.get("topic"), max_lag, max_lag_time)
         admin = open_admin(ctx)
         if group:
             result = self._one_group(ctx, group, params.get("topic"))
+            if ctx.output in ("java", "prometheus"):
+                result.extra = _extra(ctx, group)
             breaches = _breaches(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
             result.check_failure = "; ".join(breaches) or None
             return result
@@ -215,7 +327,7 @@ class ConsumerProgressCommand(SubCommand):
         breaches = [
             b for s in summaries for b in _breaches(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
         ]
-        return AllGroupsProgress(summaries, "; ".join(breaches) or None)
+        return AllGroupsProgress(summaries, "; ".join(breaches) or None, read_at_ms=now_ms())
 
     def _one_group(self, ctx: Context, group: str, topic: str | None) -> GroupProgress:
         admin = ctx.admin()
@@ -318,6 +430,27 @@ def _online_or_unknown(ctx: Context, group: str, topic: str | None) -> None:
         raise errors.UsageError(
             f"group {group!r} consumes in BROADCASTING mode: its offsets live on the clients, not the broker"
         )
+
+
+def _extra(ctx: Context, group: str) -> ProgressExtra:
+    """The Java layout generation (the brokers' major version), the group's clients, the clusters."""
+    admin = ctx.admin()
+    brokers = admin.cluster_brokers()
+    extra = ProgressExtra(
+        v5=not brokers or any(int(b.version.split(".")[0]) >= 5 for b in brokers),
+        clusters={b.broker_name: b.cluster for b in brokers},
+        read_at_ms=now_ms(),
+    )
+    try:
+        conn = admin.consumer_connections(group)
+        extra.online, extra.model = len(conn.connections), conn.message_model or "CLUSTERING"
+    except errors.MqadminError:
+        pass  # offline: 0 clients, CLUSTERING, as the exporter assumes
+    return extra
+
+
+def _signed(change: int | None) -> str:
+    return "-" if change is None else f"{change:+d}" if change else "0"
 
 
 def lag_line(lag_ms: int | None) -> str:

@@ -16,9 +16,9 @@ import typer.main
 
 from mqadmin import __version__
 from mqadmin.entry import HELP, PROG, VERSION_HELP
-from mqadmin.errors import Cancelled, CheckFailed, MqadminError, UsageError
+from mqadmin.errors import Cancelled, CheckFailed, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
-from mqadmin.output import FORMATS, Env, render
+from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, render, write_result
 from mqadmin.registry import Opt, SubCommand, commands, lookup
 
 #: Options every broker command takes, after the subcommand as the Java tool takes -n.
@@ -118,9 +118,15 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     fmt = "json" if common.get("json_") else common.get("output", "table")
     if fmt not in FORMATS:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if fmt == "java" and not cls.java_output:
-        having = ", ".join(c.name for c in commands() if c.java_output)
-        raise UsageError(f"--output java is not available for {cls.name} (it is for: {having})")
+    if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
+        having = ", ".join(c.name for c in commands() if fmt in c.extra_formats)
+        raise UsageError(f"--output {fmt} is not available for {cls.name} (it is for: {having})")
+    output_file: str | None = params.pop("output_file", None)
+    watch: float | None = params.pop("watch", None)
+    if watch is not None and not (0 < watch < float("inf")):
+        raise UsageError(f"--watch must be a number of seconds above 0, not {watch}")
+    if watch is not None and fmt in ("csv", "java"):
+        raise UsageError(f"--watch prints a live table on a terminal and JSON lines otherwise; not --output {fmt}")
     if common.get("no_color"):
         env.color = False
     timeout = float(common["timeout"]) if common.get("timeout") is not None else 3.0
@@ -136,12 +142,26 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         env=env,
         assume_yes=bool(params.get("yes", False)),
         connect_options=connect_options,
+        output=fmt,
     )
+    if watch is not None:
+        from mqadmin.watch import watch_loop
+
+        try:
+            watch_loop(lambda: cls().execute(ctx, **params), watch, fmt, env, output_file)
+        except KeyboardInterrupt:  # the way to stop watching: no error line
+            raise QuietExit(ExitCode.INTERRUPTED) from None
+        finally:
+            ctx.close()
+        return
     try:
         result = cls().execute(ctx, **params)
     finally:
         ctx.close()
-    render(result, fmt, env)
+    if output_file:
+        write_result(result, fmt, env, output_file)
+    else:
+        render(result, fmt, env)
     failure = getattr(result, "check_failure", None)
     if failure:
         raise CheckFailed(failure)
@@ -245,6 +265,8 @@ def _main(args: list[str], env: Env) -> int:
     except Cancelled as exc:  # the user said no: a note, not an error
         env.note(str(exc))
         return exc.exit_code
+    except QuietExit as exc:
+        return exc.code
     except MqadminError as exc:
         if show_tb:
             raise

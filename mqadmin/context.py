@@ -20,6 +20,8 @@ class Context:
     tz: tzinfo | None = None
     env: Env = field(default_factory=Env)
     assume_yes: bool = False
+    #: the --output format: a command may fetch what only that format shows (e.g. java, prometheus)
+    output: str = "table"
     connect_options: dict[str, Any] = field(default_factory=dict)
     now: int = field(default_factory=now_ms)
     _admin: Admin | None = None

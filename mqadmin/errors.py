@@ -111,3 +111,11 @@ SubscriptionGroupNotExist = _code("SubscriptionGroupNotExist", 26)
 InvalidParameter = _code("InvalidParameter", 29)
 ConsumerNotOnline = _code("ConsumerNotOnline", 206)
 BroadcastConsumption = _code("BroadcastConsumption", 213)
+
+
+class QuietExit(Exception):
+    """End the run with ``code`` and print nothing (e.g. Ctrl-C stopping ``--watch``)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code

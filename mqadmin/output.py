@@ -13,7 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-FORMATS = ("table", "json", "csv", "java")
+#: formats only some commands have (SubCommand.extra_formats): each is a ``<format>_text()`` method
+EXTRA_FORMATS = ("java", "prometheus")
+FORMATS = ("table", "json", "csv", *EXTRA_FORMATS)
 
 
 @dataclass
@@ -85,8 +87,8 @@ def render(result: Result, fmt: str, env: Env) -> None:
     if fmt == "json":
         json.dump(result.to_json(), env.stdout, indent=2, ensure_ascii=False)
         env.stdout.write("\n")
-    elif fmt == "java":
-        env.stdout.write(result.java_text())  # type: ignore[attr-defined]  # commands with java_output only
+    elif fmt in EXTRA_FORMATS:
+        env.stdout.write(getattr(result, f"{fmt}_text")())
     elif fmt == "csv":
         table = result.table()
         times = _csv_times(result)
@@ -98,6 +100,18 @@ def render(result: Result, fmt: str, env: Env) -> None:
     else:
         _render_plain(result.table(), env.stdout)
     env.stdout.flush()
+
+
+def write_result(result: Result, fmt: str, env: Env, path: str) -> None:
+    """``--output-file``: the rendered result replaces ``path`` atomically (temp file + rename), so
+    a reader such as node_exporter's textfile collector never sees half of it."""
+    import io
+
+    from mqadmin.safety import atomic_write
+
+    buffer = io.StringIO()
+    render(result, fmt, Env(stdout=buffer, stderr=env.stderr, stdin=None, color=False))
+    atomic_write(path, buffer.getvalue())
 
 
 #: the resolved times every result echoes (JSON keys → CSV columns): CSV has no footer, so each

@@ -54,8 +54,9 @@ class SubCommand:
     options: ClassVar[tuple[Opt, ...]] = ()
     #: False for commands that never reach a broker (no -n option is added)
     uses_broker: ClassVar[bool] = True
-    #: True when the result can print the Java tool's own text (``--output java``)
-    java_output: ClassVar[bool] = False
+    #: output formats beyond table/json/csv that the result can print: "java" (the Java tool's
+    #: own text, ``java_text()``), "prometheus" (text exposition, ``prometheus_text()``)
+    extra_formats: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def summary(cls) -> str:

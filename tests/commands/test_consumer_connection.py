@@ -95,8 +95,8 @@ def test_bad_input(make_store: Callable[..., Store], cli: Callable[..., CliResul
     store = make_store(count=8, groups={GROUP: -1})
     r = cli("consumerConnection", "-n", store.address)
     assert r.code == 2 and r.stdout == "" and "-g" in r.stderr
-    r = cli("consumerProgress", "-n", store.address, "-g", GROUP, "--output", "java")
+    r = cli("queryOffset", "-n", store.address, "-t", "TopicTest", "--output", "java")
     assert r.code == 2 and r.stdout == ""
     assert r.stderr.strip() == (
-        "mqadmin: error: --output java is not available for consumerProgress (it is for: consumerConnection)"
+        "mqadmin: error: --output java is not available for queryOffset (it is for: consumerConnection, consumerProgress)"
     )

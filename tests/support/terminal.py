@@ -45,6 +45,7 @@ class Terminal:
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd
+        self.returncode: int | None = None
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
     def send(self, text: str) -> None:
@@ -96,12 +97,28 @@ class Terminal:
             last = now
         return self.text()
 
+    def wait(self, timeout: float = 10.0) -> int:
+        """The program's exit code once it has ended (reading what it still writes); AssertionError
+        if it is still running after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self.returncode is None:
+            alive = self.pump(0.1)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() > deadline:
+                raise AssertionError(f"the program is still running after {timeout} s:\n{self.text()}")
+            elif not alive:
+                time.sleep(0.05)
+        return self.returncode
+
     def close(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(self.pid, 0)
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
         os.close(self.fd)
 
     def __enter__(self) -> Terminal:
