@@ -239,8 +239,9 @@ class ConsumerProgressCommand(SubCommand):
                 version = version_desc(min(c.version for c in conn.connections))
             ctype = CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
             model = conn.message_model if ctype == "PUSH" else ""
-        except errors.BrokerError:
-            pass
+        except errors.BrokerError as exc:
+            if exc.permission_denied:  # a refusal is not an offline group
+                raise
         tps, diff, lag = 0.0, 0, None
         try:
             stats = admin.consume_stats(group)
@@ -248,8 +249,9 @@ class ConsumerProgressCommand(SubCommand):
             diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
             if with_lag:
                 lag = max((_row(ctx, mq, w).lag_time_ms for mq, w in stats.offsets.items()), default=0)
-        except errors.BrokerError:
-            pass
+        except errors.BrokerError as exc:
+            if exc.permission_denied:  # nor is it a group without lag
+                raise
         return GroupSummary(group, count, version, ctype, model, tps, diff, lag)
 
 

@@ -614,7 +614,7 @@ def plain_acl_yaml(accounts: Mapping[str, Mapping[str, object]]) -> str:
         for name, value in settings.items():
             if isinstance(value, (list, tuple)):
                 lines.append(f"    {name}:")
-                lines += [f"      - {item}" for item in value]
+                lines += [f"      - {json.dumps(str(item))}" for item in value]  # '%RETRY%' needs quotes
             else:
                 lines.append(f"    {name}: {str(value).lower() if isinstance(value, bool) else value}")
     return "\n".join(lines) + "\n"
