@@ -259,6 +259,8 @@ def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:
     lag_ms = 0
     if w.broker_offset > w.consumer_offset:
         oldest = store_time_at(ctx.admin(), mq, w.consumer_offset)
+        if oldest is None:  # retention deleted it: the oldest unconsumed message left is at the min offset
+            oldest = store_time_at(ctx.admin(), mq, ctx.admin().min_offset(mq))
         lag_ms = max(ctx.now - oldest, 0) if oldest else 0
     return ProgressRow(
         mq.topic,

@@ -197,3 +197,147 @@ def test_master_stopped_resets_refuse(ms: MasterSlave, tmp_path: Path) -> None:
     res = run(ms.cluster, ms.home, "restoreOffset", "--from", str(backup), "--yes")
     assert res.code == 1 and "broker-a has no master online" in res.stdout, (res.stdout, res.stderr)
     assert [_offset_on(slave_addr, MS_GROUP, MS_TOPIC, q) for q in range(MS_QUEUES)] == [MS_COMMITTED] * MS_QUEUES
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention has deleted old files
+
+RET_TOPIC = "RetTopic"
+RET_GROUP = "RetGroup"
+RET_MESSAGES = 300
+RET_COMMITTED = 5  # the group's offset, soon below the queue's min offset
+#: 64 KiB commit-log files (~55 messages of 1 KiB each), 10-entry consume-queue files, files
+#: expire at once (fileReservedTime=0) at any hour (deleteWhen lists all 24).  A 4.9 broker
+#: runs its first clean-up 60 s after boot, then every cleanResourceInterval.
+RETENTION_CONF = {
+    "mappedFileSizeCommitLog": 64 * 1024,
+    "mappedFileSizeConsumeQueue": 200,
+    "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
+    "fileReservedTime": 0,
+    "cleanResourceInterval": 1000,
+}
+RET_WAIT = 150.0
+
+
+@dataclass
+class Retention:
+    cluster: rb.RealCluster
+    home: Path
+    before_first: int  # a time before the first message was sent
+    min_offset: int
+
+
+@pytest.fixture(scope="module")
+def ret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Retention]:
+    workdir = tmp_path_factory.mktemp("retention")
+    with rb.RealCluster(VERSION, workdir / "rmq", extra_broker_conf=RETENTION_CONF) as cluster:
+        cluster.create_topic(RET_TOPIC, 1)
+        cluster.create_topic(f"%RETRY%{RET_GROUP}", 1)
+        cluster.create_group(RET_GROUP)
+        before_first = int(time.time() * 1000) - 1000
+        _send(cluster, RET_TOPIC, RET_MESSAGES, body=b"x" * 1000)
+        cluster.commit_offset("broker-a", RET_GROUP, RET_TOPIC, 0, RET_COMMITTED)
+        addr = cluster.broker_addrs[0]
+        deadline = time.monotonic() + RET_WAIT
+        while (low := _min_on(addr, RET_TOPIC, 0)) in (None, 0):
+            assert time.monotonic() < deadline, "retention never deleted the old files"
+            time.sleep(1)
+        assert low is not None and RET_COMMITTED < low < RET_MESSAGES
+        assert len(list((cluster.store_dirs[0] / "commitlog").iterdir())) < RET_MESSAGES * 1000 // (64 * 1024)
+        yield Retention(cluster, workdir / "home", before_first, low)
+
+
+GET_MIN_OFFSET = 31
+
+
+def _min_on(addr: str, topic: str, queue_id: int) -> int | None:
+    head, _ = rb.remoting_call(addr, GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id})
+    return int(head["extFields"]["offset"]) if head.get("code") == 0 else None
+
+
+def test_retention_query_offset(ret: Retention) -> None:
+    res = run(
+        ret.cluster, ret.home, "queryOffset", "-t", RET_TOPIC, "-g", RET_GROUP, "-s", str(ret.before_first), "--json"
+    )
+    assert res.code == 0, res.stderr
+    (q,) = res.json()["queues"]
+    assert (q["min_offset"], q["max_offset"], q["consumer_offset"]) == (ret.min_offset, RET_MESSAGES, RET_COMMITTED)
+    assert q["lag"] == RET_MESSAGES - RET_COMMITTED  # as the Java tool's Diff counts it
+    assert q["offset_at_time"] == ret.min_offset  # a time before the oldest message left lands on the min
+
+
+def test_retention_consumer_progress_and_java(ret: Retention) -> None:
+    res = run(ret.cluster, ret.home, "consumerProgress", "-g", RET_GROUP, "--json")
+    assert res.code == 0, res.stderr
+    doc = res.json()
+    (q,) = [q for q in doc["queues"] if q["topic"] == RET_TOPIC]
+    assert (q["broker_offset"], q["consumer_offset"], q["diff"]) == (
+        RET_MESSAGES,
+        RET_COMMITTED,
+        RET_MESSAGES - RET_COMMITTED,
+    )
+    # the message at the group's offset is gone: the lag time is the age of the oldest one left
+    assert q["lag_time_ms"] > 0 and doc["lag_time_ms"] > 0
+
+    java = ret.cluster.mqadmin("consumerProgress", "-g", RET_GROUP).stdout
+    rows = [c for c in (line.split() for line in java.splitlines()) if c[:2] == [RET_TOPIC, "broker-a"]]
+    assert [(int(c[3]), int(c[4]), int(c[5])) for c in rows] == [(q["broker_offset"], q["consumer_offset"], q["diff"])]
+
+    res = run(ret.cluster, ret.home, "consumerProgress", "--json")
+    assert res.code == 0, res.stderr
+    (g,) = [g for g in res.json()["groups"] if g["group"] == RET_GROUP]
+    assert g["diff_total"] == RET_MESSAGES - RET_COMMITTED
+
+
+def test_retention_replay_window_before_retention(ret: Retention, tmp_path: Path) -> None:
+    dest = tmp_path / "r.jsonl"
+    res = run(
+        ret.cluster,
+        ret.home,
+        "rangeReplay",
+        "-t",
+        RET_TOPIC,
+        "-b",
+        str(ret.before_first),
+        "--to",
+        f"jsonl:{dest}",
+        "--json",
+    )
+    assert res.code == 0, res.stderr
+    doc = res.json()
+    assert doc["written"] == RET_MESSAGES - ret.min_offset  # only what retention left
+    (q,) = doc["queues"]
+    assert q["start_offset"] == ret.min_offset
+
+
+def test_retention_reset_before_the_oldest_lands_on_min_and_restore_warns(ret: Retention, tmp_path: Path) -> None:
+    backup = tmp_path / "b.json"
+    res = run(
+        ret.cluster,
+        ret.home,
+        "resetOffsetByTime",
+        "-g",
+        RET_GROUP,
+        "-t",
+        RET_TOPIC,
+        "-s",
+        str(ret.before_first),
+        "--yes",
+        "--backup",
+        str(backup),
+        "--json",
+    )
+    assert res.code == 0, res.stderr
+    (q,) = res.json()["queues"]
+    assert (q["old_offset"], q["new_offset"], q["min_offset"]) == (RET_COMMITTED, ret.min_offset, ret.min_offset)
+    addr = ret.cluster.broker_addrs[0]
+    assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == ret.min_offset
+
+    # the backup holds offset 5, now below the min: restoring it must not pass silently
+    res = run(ret.cluster, ret.home, "restoreOffset", "--from", str(backup), "--yes")
+    assert f"backup offset {RET_COMMITTED} is below the min offset {ret.min_offset}" in res.stderr, res.stderr
+    if res.code == 0:  # this version restores it as asked and warns that consumers start at the min
+        assert f"consumers will start at {ret.min_offset}" in res.stderr
+        assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == RET_COMMITTED
+    else:  # a refusal changes nothing
+        assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == ret.min_offset
