@@ -35,8 +35,10 @@ PER_QUEUE = 5
 COMMITTED = 2  # every queue's committed offset before each test
 ADMIN = ("ops_admin", "adminSecret-7f3a9c")
 LEAST = ("ops_least", "leastSecret-91b2e4")
+#: LEAST's grants plus SUB on TOOLS_CONSUMER, the group admin tools read messages as
+READER = ("ops_reader", "readerSecret-5d0c17")
 WRONG = (ADMIN[0], "wrongSecret-000000")
-SECRETS = (ADMIN[1], LEAST[1], WRONG[1])
+SECRETS = (ADMIN[1], LEAST[1], READER[1], WRONG[1])
 
 
 @dataclass
@@ -97,19 +99,29 @@ class Result:
 
 
 def _least_privilege_yaml() -> str:
+    least: dict[str, object] = {
+        "admin": False,
+        "defaultTopicPerm": "DENY",
+        "defaultGroupPerm": "DENY",
+        "topicPerms": [f"{TOPIC}=PUB|SUB", f"%RETRY%{GROUP}=PUB|SUB"],
+        "groupPerms": [f"{GROUP}=SUB"],
+    }
+    reader = {**least, "groupPerms": [f"{GROUP}=SUB", "TOOLS_CONSUMER=SUB"]}
     return rb.plain_acl_yaml(
         {
             ADMIN[0]: {"secretKey": ADMIN[1], "admin": True},
-            LEAST[0]: {
-                "secretKey": LEAST[1],
-                "admin": False,
-                "defaultTopicPerm": "DENY",
-                "defaultGroupPerm": "DENY",
-                "topicPerms": [f"{TOPIC}=PUB|SUB", f"%RETRY%{GROUP}=PUB|SUB"],
-                "groupPerms": [f"{GROUP}=SUB"],
-            },
+            LEAST[0]: {"secretKey": LEAST[1], **least},
+            READER[0]: {"secretKey": READER[1], **reader},
         }
     )
+
+
+#: 5.3 grants of LEAST; READER has these plus Group:TOOLS_CONSUMER Sub
+LEAST_GRANTS = {
+    f"Topic:{TOPIC}": ("Pub", "Sub", "Get", "Update"),
+    f"Topic:%RETRY%{GROUP}": ("Pub", "Sub", "Get", "Update"),
+    f"Group:{GROUP}": ("Sub", "Get", "Update"),
+}
 
 
 @pytest.fixture(scope="module", params=rb.VERSIONS)
@@ -125,15 +137,8 @@ def acl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         cluster.create_topic(f"%RETRY%{GROUP}", 1)  # Java's consumerProgress -g needs its route
         cluster.create_group(GROUP)
         if not rb.is_v4(version):
-            cluster.create_user(
-                LEAST[0],
-                LEAST[1],
-                {
-                    f"Topic:{TOPIC}": ("Pub", "Sub", "Get", "Update"),
-                    f"Topic:%RETRY%{GROUP}": ("Pub", "Sub", "Get", "Update"),
-                    f"Group:{GROUP}": ("Sub", "Get", "Update"),
-                },
-            )
+            cluster.create_user(LEAST[0], LEAST[1], LEAST_GRANTS)
+            cluster.create_user(READER[0], READER[1], {**LEAST_GRANTS, "Group:TOOLS_CONSUMER": ("Sub",)})
         admin = RemotingAdmin(cluster.namesrv_addr, timeout=10, access_key=ADMIN[0], secret_key=ADMIN[1])
         try:
             for i in range(PER_QUEUE * QUEUES):
@@ -280,10 +285,23 @@ def test_least_privilege_reads(acl: Acl, tmp_path: Path) -> None:
     res = acl.run(LEAST, *reads["queryOffset(no -s)"])
     assert res.code == 0, res.stderr
     assert [q["consumer_offset"] for q in json.loads(res.stdout)["queues"]] == [COMMITTED] * QUEUES
+    res = acl.run(LEAST, *reads["consumerProgress"])  # all groups: offsets only, no lag time
+    assert res.code == 0, res.stderr
+    (row,) = json.loads(res.stdout)["groups"]
+    assert (row["group"], row["diff_total"]) == (GROUP, (PER_QUEUE - COMMITTED) * QUEUES)
     for name in ("queryOffset", "consumerProgress -g", "rangeReplay"):
         res = acl.run(LEAST, *reads[name])
         res.assert_denied()
         assert "TOOLS_CONSUMER" in res.stderr, (name, res.stderr)
+
+
+def test_sub_on_tools_consumer_is_what_reads_add(acl: Acl, tmp_path: Path) -> None:
+    """The same account plus SUB on the group TOOLS_CONSUMER: every read command works."""
+    for name, args in _reads(acl, tmp_path).items():
+        res = acl.run(READER, *args)
+        assert res.code == 0, (name, res.stderr)
+        res.assert_no_secret()
+    assert json.loads(res.stdout)["written"] == PER_QUEUE * QUEUES  # rangeReplay comes last
 
 
 # ---------------------------------------------------------------------------------------------
