@@ -810,6 +810,11 @@ class _JavaProcess:
                 raise self.failure(f"no '{needle}' within {START_TIMEOUT:.0f}s")
             time.sleep(0.1)
 
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
     def terminate(self) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -1052,6 +1057,20 @@ class RealCluster:
                 raise RuntimeError(f"{node.label} still registered after its stop")
         raise ValueError(f"no running broker {broker_name} id {broker_id}")
 
+    def pause_broker(self, broker_name: str, broker_id: int = 0) -> None:
+        """Freeze one broker (SIGSTOP): it stays in the namesrv's route but answers nothing, as a
+        hung or partitioned broker does, until :meth:`resume_broker` (or :meth:`stop`)."""
+        self._node(broker_name, broker_id).proc.signal(signal.SIGSTOP)  # type: ignore[union-attr]
+
+    def resume_broker(self, broker_name: str, broker_id: int = 0) -> None:
+        self._node(broker_name, broker_id).proc.signal(signal.SIGCONT)  # type: ignore[union-attr]
+
+    def _node(self, broker_name: str, broker_id: int) -> _Node:
+        for node in self._nodes:
+            if (node.name, node.broker_id) == (broker_name, broker_id) and node.proc is not None:
+                return node
+        raise ValueError(f"no running broker {broker_name} id {broker_id}")
+
     def stop(self, check: bool = True) -> None:
         """SIGTERM brokers (they persist offsets and unregister), then the namesrv.
 
@@ -1063,6 +1082,7 @@ class RealCluster:
         running = [n for n in self._nodes if n.proc is not None]
         for node in running:
             assert node.proc is not None
+            node.proc.signal(signal.SIGCONT)  # a paused broker must be able to shut down
             node.proc.terminate()
         for node in running:
             assert node.proc is not None
