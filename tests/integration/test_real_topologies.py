@@ -341,3 +341,86 @@ def test_retention_reset_before_the_oldest_lands_on_min_and_restore_warns(ret: R
         assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == RET_COMMITTED
     else:  # a refusal changes nothing
         assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == ret.min_offset
+
+
+# ---------------------------------------------------------------------------------------------
+# Two brokers, one hung: still in the route, answering nothing
+
+DN_TOPIC = "DnTopic"
+DN_GROUP = "DnGroup"
+DN_QUEUES = 2  # per broker
+DN_COMMITTED = 2
+
+
+@dataclass
+class OneDown:
+    cluster: rb.RealCluster
+    home: Path
+    hung_addr: str
+
+
+@pytest.fixture(scope="module")
+def down(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OneDown]:
+    workdir = tmp_path_factory.mktemp("one-down")
+    with rb.RealCluster(VERSION, workdir / "rmq", brokers=2) as cluster:
+        cluster.create_topic(DN_TOPIC, DN_QUEUES)
+        cluster.create_topic(f"%RETRY%{DN_GROUP}", 1)
+        cluster.create_group(DN_GROUP)
+        _send(cluster, DN_TOPIC, 4 * DN_QUEUES * 2)
+        for name in cluster.broker_names:
+            for q in range(DN_QUEUES):
+                cluster.commit_offset(name, DN_GROUP, DN_TOPIC, q, DN_COMMITTED)
+        cluster.pause_broker("broker-b")
+        try:
+            yield OneDown(cluster, workdir / "home", dict(cluster.brokers)["broker-b"])
+        finally:
+            cluster.resume_broker("broker-b")
+
+
+def test_one_broker_hung_every_command_fails_naming_it(down: OneDown, tmp_path: Path) -> None:
+    """Today every command needs every broker of the topic: one line naming the silent one,
+    exit 1, in bounded time.  (The Java tool's consumerProgress -g fails there too, with a
+    stack trace; see the next test.)"""
+    commands = [
+        ("queryOffset", "-t", DN_TOPIC, "-g", DN_GROUP),
+        ("consumerProgress", "-g", DN_GROUP),
+        ("consumerProgress",),
+        ("rangeReplay", "-t", DN_TOPIC, "-b", "-1h", "--to", f"jsonl:{tmp_path / 'r.jsonl'}"),
+    ]
+    for args in commands:
+        started = time.monotonic()
+        res = run(down.cluster, down.home, *args, "--timeout", "2")
+        assert res.code == 1, (args, res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and down.hung_addr in lines[0] and "timed out" in lines[0], (args, res.stderr)
+        assert time.monotonic() - started < 60
+
+
+def test_one_broker_hung_reset_changes_nothing(down: OneDown, tmp_path: Path) -> None:
+    backup = tmp_path / "b.json"
+    res = run(
+        down.cluster,
+        down.home,
+        "resetOffsetByTime",
+        "-g",
+        DN_GROUP,
+        "-t",
+        DN_TOPIC,
+        "-s",
+        "-1h",
+        "--yes",
+        "--backup",
+        str(backup),
+        "--timeout",
+        "2",
+    )
+    assert res.code == 1 and down.hung_addr in res.stderr, (res.stdout, res.stderr)
+    assert not backup.exists()  # refused while planning, before any backup or write
+    live = dict(down.cluster.brokers)["broker-a"]
+    assert [_offset_on(live, DN_GROUP, DN_TOPIC, q) for q in range(DN_QUEUES)] == [DN_COMMITTED] * DN_QUEUES
+
+
+def test_one_broker_hung_java_tool_fails_as_well(down: OneDown) -> None:
+    proc = down.cluster.mqadmin("consumerProgress", "-g", DN_GROUP, check=False, timeout=120)
+    assert "#Topic" not in proc.stdout  # no table at all, not even for the live broker
+    assert "Exception" in proc.stdout + proc.stderr
