@@ -39,11 +39,11 @@ class Result:
         return json.loads(self.stdout)  # type: ignore[no-any-return]
 
 
-def run(cluster: rb.RealCluster, home: Path, *args: str) -> Result:
+def run(cluster: rb.RealCluster, home: Path, *args: str, timeout: str = "10") -> Result:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MQADMIN_", "NAMESRV_"))}
     env |= {"MQADMIN_HOME": str(home), "NO_COLOR": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "mqadmin", *args, "-n", cluster.namesrv_addr, "--timeout", "10"],
+        [sys.executable, "-m", "mqadmin", *args, "-n", cluster.namesrv_addr, "--timeout", timeout],
         capture_output=True,
         text=True,
         timeout=120,
@@ -389,7 +389,7 @@ def test_one_broker_hung_every_command_fails_naming_it(down: OneDown, tmp_path: 
     ]
     for args in commands:
         started = time.monotonic()
-        res = run(down.cluster, down.home, *args, "--timeout", "2")
+        res = run(down.cluster, down.home, *args, timeout="1")
         assert res.code == 1, (args, res.stdout, res.stderr)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and down.hung_addr in lines[0] and "timed out" in lines[0], (args, res.stderr)
@@ -411,8 +411,7 @@ def test_one_broker_hung_reset_changes_nothing(down: OneDown, tmp_path: Path) ->
         "--yes",
         "--backup",
         str(backup),
-        "--timeout",
-        "2",
+        timeout="1",
     )
     assert res.code == 1 and down.hung_addr in res.stderr, (res.stdout, res.stderr)
     assert not backup.exists()  # refused while planning, before any backup or write
