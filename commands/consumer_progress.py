@@ -358,8 +358,9 @@ class ConsumerProgressCommand(SubCommand):
                 version = version_desc(min(c.version for c in conn.connections))
             ctype = CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
             model = conn.message_model if ctype == "PUSH" else ""
-        except errors.BrokerError:
-            pass
+        except errors.BrokerError as exc:
+            if exc.permission_denied:  # a refusal is not an offline group
+                raise
         tps, diff, lag = 0.0, 0, None
         try:
             if isinstance(stats, errors.MqadminError):
@@ -367,8 +368,9 @@ class ConsumerProgressCommand(SubCommand):
             tps = stats.consume_tps
             diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
             lag = group_lag_ms(ctx, stats.offsets)
-        except errors.BrokerError:
-            pass
+        except errors.BrokerError as exc:
+            if exc.permission_denied:  # nor is it a group without lag
+                raise
         return GroupSummary(group, count, version, ctype, model, tps, diff, lag)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 
@@ -50,6 +51,17 @@ class PartialFailure(MqadminError):
 
 #: how 4.x ACL (PlainAccessValidator) words its refusals inside a SYSTEM_ERROR
 _ACL_REMARKS = ("Check signature failed", "No accessKey is configured", "No acl config for", "[10015:")
+#: a real 4.9 broker puts the exception's class first and its throwing frame last:
+#: "org.apache.rocketmq.acl.common.AclException: No default permission for group:G, org...(X.java:605)"
+_ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
+_TRAILING_FRAME = re.compile(r", [\w.$]+\([\w.]+:\d+\)$")
+
+
+def _acl_reason(remark: str) -> str:
+    """The refusal itself, without the Java class name and stack frame a 4.9 broker adds."""
+    if remark.startswith(_ACL_EXCEPTION):
+        return _TRAILING_FRAME.sub("", remark[len(_ACL_EXCEPTION) :])
+    return remark
 
 
 class BrokerError(MqadminError):
@@ -69,14 +81,15 @@ class BrokerError(MqadminError):
         where = f" from {addr}" if addr else ""
         if self.permission_denied:
             by = f" by {addr}" if addr else ""
-            super().__init__(f"permission denied{by}: {self.remark} (check --access-key/--secret-key)")
+            reason = _acl_reason(self.remark)
+            super().__init__(f"permission denied{by}: {reason} (check --access-key/--secret-key)")
         else:
             super().__init__(f"broker{where} answered {self.code_name} ({self.code}): {self.remark}".rstrip(": "))
 
     @property
     def permission_denied(self) -> bool:
         """NO_PERMISSION, or the SYSTEM_ERROR text 4.x brokers answer ACL failures with."""
-        return self.code == 16 or (self.code == 1 and self.remark.startswith(_ACL_REMARKS))
+        return self.code == 16 or (self.code == 1 and self.remark.startswith((*_ACL_REMARKS, _ACL_EXCEPTION)))
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)

@@ -702,13 +702,15 @@ class _BrokerRole(_Role):
             return None
         access_key, secret_key = acl
         sent = req.ext_fields.get(acl_sign.ACCESS_KEY)
+        major = self.server.v[0] if self.server.v else 5
+        # the refusals as a 4.9 PlainAccessValidator and a 5.3 DefaultAuthenticationHandler word them
         if not sent:
-            return "No accessKey is configured"
+            return "No accessKey is configured" if major < 5 else "username cannot be null."
         if sent != access_key:
-            return f"No acl config for {sent}"
-        exclude = acl_sign.server_unsigned_fields(req.version, server_major=self.server.v[0] if self.server.v else 5)
+            return f"No acl config for {sent}" if major < 5 else f"User:{sent} is not found."
+        exclude = acl_sign.server_unsigned_fields(req.version, server_major=major)
         if not acl_sign.verify(req.ext_fields, req.body, secret_key, exclude=exclude):
-            return f"Check signature failed for accessKey={sent}"
+            return f"Check signature failed for accessKey={sent}" if major < 5 else "check signature failed."
         return None
 
     @staticmethod

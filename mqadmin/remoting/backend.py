@@ -72,6 +72,9 @@ EXPRESSION_TYPE_TAG: Final = "TAG"
 PERM_WRITE: Final = 0x2
 PERM_READ_WRITE: Final = 6
 MASTER_ID: Final = 0
+#: broker names this process already said it reads from a slave (once per run, not per connection)
+_SLAVE_READS: set[str] = set()
+_SLAVE_READS_LOCK = threading.Lock()
 
 #: pull reply code -> the Java client's PullStatus, used only when the broker's remark names no
 #: store status (brokers put GetMessageStatus there: FOUND, OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE...)
@@ -273,8 +276,9 @@ class RemotingAdmin:
             for name in [n for n, b in self._brokers.items() if addr in b.addrs.values()]:
                 del self._brokers[name]
 
-    def _broker_addr(self, broker_name: str) -> str:
-        """The address to use for a broker name: its master, else a slave (as the Java tool)."""
+    def _broker_addr(self, broker_name: str, *, write: bool = False) -> str:
+        """The address to use for a broker name: for reads its master, else a slave (as the Java
+        tool); for writes only the master."""
         with self._lock:
             known = self._brokers.get(broker_name)
         if known is None or not known.addrs:
@@ -282,7 +286,33 @@ class RemotingAdmin:
             known = next((b for b in brokers if b.broker_name == broker_name), None)
             if known is None or not known.addrs:
                 raise errors.ConnectError(f"no broker named {broker_name!r} on the name server {self.address}")
-        return known.select_addr()
+        return self._master_addr(known) if write else self._read_addr(known)
+
+    def _read_addr(self, broker: BrokerData) -> str:
+        """Master, else a slave; reading from a slave is said once per broker (on stderr)."""
+        addr = broker.select_addr()
+        if MASTER_ID not in broker.addrs:
+            with _SLAVE_READS_LOCK:
+                first = broker.broker_name not in _SLAVE_READS
+                _SLAVE_READS.add(broker.broker_name)
+            if first:
+                log.warning(
+                    "mqadmin: %s: master not online, reading from its slave %s (offsets there follow the master's "
+                    "with a few seconds' delay)",
+                    broker.broker_name,
+                    addr,
+                )
+        return addr
+
+    @staticmethod
+    def _master_addr(broker: BrokerData) -> str:
+        """Offsets live on the master: a slave accepts an update but the master's copy wins later."""
+        if MASTER_ID not in broker.addrs:
+            raise errors.ConnectError(
+                f"{broker.broker_name} has no master online (only its slave {broker.select_addr()}); "
+                "offsets live on the master, so they cannot be changed until it is back"
+            )
+        return broker.addrs[MASTER_ID]
 
     def _all_brokers(self) -> list[BrokerData]:
         brokers, _ = self._cluster_info()
@@ -340,7 +370,7 @@ class RemotingAdmin:
         counts as a server-side-reset broker, and a warning is logged.
         """
         brokers = self._all_brokers()
-        calls = [(b.select_addr(), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)) for b in brokers]
+        calls = [(self._read_addr(b), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)) for b in brokers]
         replies = self._fan_out(calls, idempotent=True)
         out: list[BrokerInfo] = []
         for b, (addr, _), reply in zip(brokers, calls, replies, strict=True):
@@ -474,7 +504,7 @@ class RemotingAdmin:
         return self._ext_int(addr, reply, "offset")
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
-        addr = self._broker_addr(mq.broker_name)
+        addr = self._broker_addr(mq.broker_name, write=True)
         fields = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset}
         reply = self._broker_call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields, idempotent=False)
         if reply.remark:  # 5.x: "Offset has been previously reset" means the update was ignored
@@ -504,7 +534,7 @@ class RemotingAdmin:
         brokers = self._group_brokers(group, topic)
         fields: dict[str, object] = {"consumerGroup": group, "topic": topic}
         calls = [
-            (b.select_addr(), RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields))
+            (self._read_addr(b), RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields))
             for b in brokers
             if b.addrs
         ]
@@ -535,7 +565,7 @@ class RemotingAdmin:
         brokers = [b for b in self._all_brokers() if b.addrs]
         fields = {"isOrder": False}
         calls = [
-            (b.select_addr(), RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS, fields)) for b in brokers
+            (self._read_addr(b), RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS, fields)) for b in brokers
         ]
         replies = self._fan_out(calls, idempotent=True, timeout=self.timeout * BROKER_CONSUME_STATS_TIMEOUT_FACTOR)
         refused: set[str] = set()
@@ -578,7 +608,7 @@ class RemotingAdmin:
             for b in brokers:
                 if b.broker_name in refused and b.addrs:
                     owners.append(group)
-                    calls.append((b.select_addr(), RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields)))
+                    calls.append((self._read_addr(b), RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields)))
         replies = self._fan_out(calls, idempotent=True, timeout=self.timeout * CONSUME_STATS_TIMEOUT_FACTOR)
         for group, (addr, _), reply in zip(owners, calls, replies, strict=True):
             try:
@@ -641,7 +671,7 @@ class RemotingAdmin:
         """Who is online, merged over the group's brokers (or asked of ``broker_addr`` alone, as the
         Java tool's ``-b``); ConsumerNotOnline when nobody is."""
         fields = {"consumerGroup": group}
-        addrs = [broker_addr] if broker_addr else [b.select_addr() for b in self._group_brokers(group, None) if b.addrs]
+        addrs = [broker_addr] if broker_addr else [self._read_addr(b) for b in self._group_brokers(group, None) if b.addrs]
         calls = [(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)) for addr in addrs]
         return self._connections_of(group, calls, self._fan_out(calls, idempotent=True))
 
@@ -677,7 +707,7 @@ class RemotingAdmin:
         tolerates exactly as for a broker of the group's route.
         """
         wanted = list(dict.fromkeys(groups))
-        addrs = [b.select_addr() for b in self._all_brokers() if b.addrs]
+        addrs = [self._read_addr(b) for b in self._all_brokers() if b.addrs]
         calls = [
             (addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": g}))
             for g in wanted
@@ -748,10 +778,10 @@ class RemotingAdmin:
         honour them, 4.x ignores them. Returns the merged table the brokers answered.
         """
         if broker_name is not None:
-            addrs = [(broker_name, self._broker_addr(broker_name))]
+            addrs = [(broker_name, self._broker_addr(broker_name, write=True))]
         else:
             route = self.topic_route(topic)
-            addrs = [(b.broker_name, b.select_addr()) for b in route.brokers if b.addrs]
+            addrs = [(b.broker_name, self._master_addr(b)) for b in route.brokers if b.addrs]
         fields: dict[str, object] = {
             "topic": topic,
             "group": group,

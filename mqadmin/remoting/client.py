@@ -269,6 +269,10 @@ class _TlsTransport:
 # One connection
 
 
+#: how a server that requires TLS (``tls.server.mode=enforcing``) treats a plaintext request
+_SILENT_CLOSE = ("closed by peer", "connection reset by peer")
+
+
 class _Connection:
     """A connection to one address, with the futures of its requests in flight by opaque."""
 
@@ -320,12 +324,14 @@ class _Connection:
 
     def _read_loop(self) -> None:
         reason = "closed by peer"
+        answered = False
         try:
             while True:
                 data = self._transport.recv()
                 if not data:
                     break
                 for cmd in self._decoder.feed(data):
+                    answered = True
                     self._dispatch(cmd)
         except BadFrame as exc:
             reason = f"bad frame from peer ({exc})"
@@ -336,6 +342,9 @@ class _Connection:
             reason = f"internal error ({type(exc).__name__}: {exc})"
             log.exception("reader of %s failed", self.addr)
         finally:
+            if not answered and isinstance(self._transport, _PlainTransport) and reason in _SILENT_CLOSE:
+                # what a server with tls.server.mode=enforcing does to plaintext: drop it unanswered
+                reason += " before any reply (does the server require TLS? try --tls)"
             self.close(reason)
 
     def _dispatch(self, cmd: RemotingCommand) -> None:

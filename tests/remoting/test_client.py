@@ -339,6 +339,20 @@ def test_server_closing_while_many_wait_fails_all_of_them() -> None:
         srv.close()
 
 
+def test_a_server_that_drops_plaintext_unanswered_suggests_tls() -> None:
+    """What a RocketMQ server with tls.server.mode=enforcing does to a plaintext request."""
+    srv = FakeServer(lambda peer, cmd: peer.close())
+    try:
+        with RemotingClient(timeout=WAIT) as c:
+            with pytest.raises(ConnectionLost) as info:
+                c.invoke(srv.addr, request())
+            assert str(info.value) == (
+                f"connection to {srv.addr} lost: closed by peer before any reply (does the server require TLS? try --tls)"
+            )
+    finally:
+        srv.close()
+
+
 def test_bad_frame_closes_only_that_connection() -> None:
     def garbage(peer: Peer, cmd: RemotingCommand) -> None:
         # a length that leaves no room for the header word

@@ -30,8 +30,12 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import contextlib
+import dataclasses
 import fcntl
+import hashlib
+import hmac
 import itertools
 import json
 import os
@@ -40,6 +44,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -260,9 +265,21 @@ def _prepare_home(workdir: Path) -> Path:
 
 
 def _jvm_command(
-    version: str, role: str, workdir: Path, heap: tuple[str, ...], main: str, args: list[str], *, log_name: str
+    version: str,
+    role: str,
+    workdir: Path,
+    heap: tuple[str, ...],
+    main: str,
+    args: list[str],
+    *,
+    log_name: str,
+    props: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """Full java command line for one RocketMQ process with everything under workdir."""
+    """Full java command line for one RocketMQ process with everything under workdir.
+
+    ``props`` are extra system properties (e.g. ``tls.*``); they come after the defaults and
+    so win (the JVM keeps the last ``-D`` of a name).
+    """
     java = java_binary()
     lib = ensure_dist(version)
     home = _prepare_home(workdir)
@@ -284,6 +301,7 @@ def _jvm_command(
     if not is_v4(version):
         # Without this every 5.x process on the merged classpath picks the broker's config.
         cmd.append(f"-Drmq.logback.configurationFile={home / 'conf' / f'logback_{role}.xml'}")
+    cmd += [f"-D{k}={v}" for k, v in (props or {}).items()]
     cmd += ["-cp", f"{lib}/*", main, *args]
     return cmd
 
@@ -298,16 +316,32 @@ class MQAdminError(RuntimeError):
 
 
 def java_mqadmin(
-    version: str, namesrv_addr: str | None, *args: str, workdir: str | Path, timeout: float = 60
+    version: str,
+    namesrv_addr: str | None,
+    *args: str,
+    workdir: str | Path,
+    timeout: float = 60,
+    props: Mapping[str, str] | None = None,
+    credentials: tuple[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run one Java mqadmin subcommand; ``-n namesrv_addr`` is appended when given.
 
     Its exit code says little (RPC failures exit 0), so see :func:`check_java_mqadmin`.
+    ``credentials`` (access key, secret key) go into a ``tools.yml`` of a home of their own
+    under ``workdir``, which is how the Java tool is given ACL keys; ``props`` are extra
+    system properties (``tls.enable`` ...).
     """
     workdir = Path(workdir).resolve()
+    if credentials is not None:
+        workdir = workdir / f"keys-{credentials[0]}"
     workdir.mkdir(parents=True, exist_ok=True)
+    if credentials is not None:
+        tools_yml = _prepare_home(workdir) / "conf" / "tools.yml"
+        tools_yml.write_text(f"accessKey: {credentials[0]}\nsecretKey: {credentials[1]}\n")
     argv = list(args) + (["-n", namesrv_addr] if namesrv_addr else [])
-    cmd = _jvm_command(version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN, argv, log_name="mqadmin.log")
+    cmd = _jvm_command(
+        version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN, argv, log_name="mqadmin.log", props=props
+    )
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=_child_env(), cwd=workdir, stdin=subprocess.DEVNULL
     )
@@ -318,10 +352,18 @@ _STACK_TRACE = re.compile(r"(?:Exception|Error)\b[^\n]*\n(?:[^\n]*\n)?\s+at \S+\
 
 
 def check_java_mqadmin(
-    version: str, namesrv_addr: str | None, *args: str, workdir: str | Path, timeout: float = 60
+    version: str,
+    namesrv_addr: str | None,
+    *args: str,
+    workdir: str | Path,
+    timeout: float = 60,
+    props: Mapping[str, str] | None = None,
+    credentials: tuple[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Like :func:`java_mqadmin` but raise MQAdminError on a stack trace, usage or bad exit."""
-    proc = java_mqadmin(version, namesrv_addr, *args, workdir=workdir, timeout=timeout)
+    proc = java_mqadmin(
+        version, namesrv_addr, *args, workdir=workdir, timeout=timeout, props=props, credentials=credentials
+    )
     problem = None
     if proc.returncode != 0:
         problem = f"exit code {proc.returncode}"
@@ -365,12 +407,34 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+Credentials = tuple[str, str]  # (access key, secret key)
+
+
+def sign_fields(fields: dict[str, str], body: bytes, credentials: Credentials) -> dict[str, str]:
+    """ACL signature (4.x plain ACL and 5.x auth alike): HMAC-SHA1 over the sorted values + body.
+
+    Kept here, stdlib only, so the harness does not lean on the code under test.
+    """
+    signed = {**fields, "AccessKey": credentials[0]}
+    content = "".join(signed[k] for k in sorted(signed)).encode() + body
+    digest = hmac.new(credentials[1].encode(), content, hashlib.sha1).digest()
+    return {**signed, "Signature": base64.b64encode(digest).decode()}
+
+
 def remoting_call(
-    addr: str, code: int, ext_fields: Mapping[str, object] | None = None, body: bytes = b"", timeout: float = 5.0
+    addr: str,
+    code: int,
+    ext_fields: Mapping[str, object] | None = None,
+    body: bytes = b"",
+    timeout: float = 5.0,
+    *,
+    credentials: Credentials | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[dict[str, Any], bytes]:
     """Send one JSON-header request and return (response header, body).
 
     Just enough protocol for the harness itself; the product code has the real client.
+    ``credentials`` sign the request (ACL clusters); ``tls`` wraps the connection.
     """
     header: dict[str, Any] = {
         "code": code,
@@ -380,11 +444,15 @@ def remoting_call(
         "serializeTypeCurrentRPC": "JSON",
         "version": 399,
     }
-    if ext_fields:
-        header["extFields"] = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in ext_fields.items()}
+    fields = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (ext_fields or {}).items()}
+    if credentials is not None:
+        fields = sign_fields(fields, body, credentials)
+    if fields:
+        header["extFields"] = fields
     raw = json.dumps(header, separators=(",", ":")).encode()
     host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with socket.create_connection((host, int(port)), timeout=timeout) as plain:
+        sock = tls.wrap_socket(plain) if tls is not None else plain
         sock.sendall(struct.pack(">II", 4 + len(raw) + len(body), len(raw)) + raw + body)
         (length,) = struct.unpack(">I", _read_exact(sock, 4))
         frame = _read_exact(sock, length)
@@ -395,9 +463,9 @@ def remoting_call(
     return json.loads(frame[4 : 4 + hlen]), frame[4 + hlen :]
 
 
-def cluster_info(namesrv_addr: str, timeout: float = 5.0) -> dict[str, Any]:
+def cluster_info(namesrv_addr: str, timeout: float = 5.0, *, tls: ssl.SSLContext | None = None) -> dict[str, Any]:
     """GET_BROKER_CLUSTER_INFO as a dict (broker ids become string keys)."""
-    head, body = remoting_call(namesrv_addr, GET_BROKER_CLUSTER_INFO, timeout=timeout)
+    head, body = remoting_call(namesrv_addr, GET_BROKER_CLUSTER_INFO, timeout=timeout, tls=tls)
     if head.get("code") != 0:
         raise RuntimeError(f"GET_BROKER_CLUSTER_INFO failed: {head}")
     return parse_fastjson(body) if body else {}
@@ -407,7 +475,14 @@ UPDATE_AND_CREATE_TOPIC = 17
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
 
 
-def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
+def create_topic(
+    broker_addr: str,
+    topic: str,
+    queues: int = 4,
+    *,
+    credentials: Credentials | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> None:
     """UPDATE_AND_CREATE_TOPIC on one broker: what Java ``updateTopic`` sends, without a JVM.
 
     Works on the mock server too. The broker pushes the new route to the name server at once."""
@@ -424,12 +499,16 @@ def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
             "topicSysFlag": 0,
             "order": False,
         },
+        credentials=credentials,
+        tls=tls,
     )
     if head.get("code") != 0:
         raise RuntimeError(f"UPDATE_AND_CREATE_TOPIC {topic} failed: {head}")
 
 
-def create_group(broker_addr: str, group: str) -> None:
+def create_group(
+    broker_addr: str, group: str, *, credentials: Credentials | None = None, tls: ssl.SSLContext | None = None
+) -> None:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: 5.3.x refuses offset commits of unknown groups."""
     body = {
         "groupName": group,
@@ -439,20 +518,172 @@ def create_group(broker_addr: str, group: str) -> None:
         "retryMaxTimes": 16,
         "brokerId": 0,
     }
-    head, _ = remoting_call(broker_addr, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(body).encode())
+    head, _ = remoting_call(
+        broker_addr,
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        body=json.dumps(body).encode(),
+        credentials=credentials,
+        tls=tls,
+    )
     if head.get("code") != 0:
         raise RuntimeError(f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP {group} failed: {head}")
 
 
-def commit_offset(broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+def commit_offset(
+    broker_addr: str,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    credentials: Credentials | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> None:
     """Commit a consumer offset on a broker, as a consumer would, without a Java client."""
     head, _ = remoting_call(
         broker_addr,
         UPDATE_CONSUMER_OFFSET,
         {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset},
+        credentials=credentials,
+        tls=tls,
     )
     if head.get("code") != 0:
         raise RuntimeError(f"UPDATE_CONSUMER_OFFSET failed: {head}")
+
+
+AUTH_CREATE_USER = 3001
+AUTH_CREATE_ACL = 3006
+
+
+def create_user(
+    broker_addr: str,
+    username: str,
+    password: str,
+    *,
+    credentials: Credentials,
+    user_type: str = "Normal",
+    tls: ssl.SSLContext | None = None,
+) -> None:
+    """5.x auth: create a user (what Java ``createUser`` sends); needs a Super user's keys."""
+    body = {"username": username, "password": password, "userType": user_type, "userStatus": "enable"}
+    head, _ = remoting_call(
+        broker_addr,
+        AUTH_CREATE_USER,
+        {"username": username},
+        json.dumps(body).encode(),
+        credentials=credentials,
+        tls=tls,
+    )
+    if head.get("code") != 0:
+        raise RuntimeError(f"AUTH_CREATE_USER {username} failed: {head}")
+
+
+def create_acl(
+    broker_addr: str,
+    username: str,
+    grants: Mapping[str, tuple[str, ...]],
+    *,
+    credentials: Credentials,
+    tls: ssl.SSLContext | None = None,
+) -> None:
+    """5.x auth: allow ``username`` the actions per resource, e.g. ``{"Topic:T": ("Pub", "Sub")}``."""
+    subject = f"User:{username}"
+    entries = [
+        {"resource": resource, "actions": list(actions), "sourceIps": [], "decision": "Allow"}
+        for resource, actions in grants.items()
+    ]
+    body = {"subject": subject, "policies": [{"policyType": "Custom", "entries": entries}]}
+    head, _ = remoting_call(
+        broker_addr,
+        AUTH_CREATE_ACL,
+        {"subject": subject},
+        json.dumps(body).encode(),
+        credentials=credentials,
+        tls=tls,
+    )
+    if head.get("code") != 0:
+        raise RuntimeError(f"AUTH_CREATE_ACL {subject} failed: {head}")
+
+
+def plain_acl_yaml(accounts: Mapping[str, Mapping[str, object]]) -> str:
+    """4.x ``plain_acl.yml`` text; ``accounts`` maps access key to its settings (secretKey, admin,
+    defaultTopicPerm, defaultGroupPerm, topicPerms, groupPerms)."""
+    lines = ["globalWhiteRemoteAddresses: []", "accounts:"]
+    for key, settings in accounts.items():
+        lines.append(f"  - accessKey: {key}")
+        for name, value in settings.items():
+            if isinstance(value, (list, tuple)):
+                lines.append(f"    {name}:")
+                lines += [f"      - {json.dumps(str(item))}" for item in value]  # '%RETRY%' needs quotes
+            else:
+                lines.append(f"    {name}: {str(value).lower() if isinstance(value, bool) else value}")
+    return "\n".join(lines) + "\n"
+
+
+def auth_broker_conf(admin: Credentials) -> dict[str, object]:
+    """5.x broker settings for the auth model with ``admin`` as the initial Super user.
+
+    The broker creates that user at boot (``initAuthenticationUser``) and uses the same keys
+    for its own calls to other brokers (``innerClientAuthenticationCredentials``).
+    """
+    pkg = "org.apache.rocketmq.auth"
+    return {
+        "authenticationEnabled": True,
+        "authorizationEnabled": True,
+        "authenticationProvider": f"{pkg}.authentication.provider.DefaultAuthenticationProvider",
+        "authorizationProvider": f"{pkg}.authorization.provider.DefaultAuthorizationProvider",
+        "authenticationMetadataProvider": f"{pkg}.authentication.provider.LocalAuthenticationMetadataProvider",
+        "authorizationMetadataProvider": f"{pkg}.authorization.provider.LocalAuthorizationMetadataProvider",
+        "initAuthenticationUser": json.dumps({"username": admin[0], "password": admin[1]}, separators=(",", ":")),
+        "innerClientAuthenticationCredentials": json.dumps(
+            {"accessKey": admin[0], "secretKey": admin[1]}, separators=(",", ":")
+        ),
+    }
+
+
+def make_tls_files(directory: Path, cn: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A self-signed certificate (also its own CA) and its PKCS#8 key, made with ``openssl``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise RuntimeError("openssl not found on PATH; needed to make a test certificate")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={cn}"]
+        + ["-addext", f"subjectAltName=IP:{cn}", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+def tls_server_props(mode: str, cert: Path, key: Path) -> dict[str, str]:
+    """System properties for namesrv and broker serving TLS with our certificate.
+
+    ``mode`` is ``enforcing`` or ``permissive``; the broker's own client (registration with the
+    namesrv) speaks TLS too, trusting the same certificate.
+    """
+    return {
+        "tls.server.mode": mode,
+        "tls.test.mode.enable": "false",
+        "tls.server.need.client.auth": "none",
+        "tls.server.certPath": str(cert),
+        "tls.server.keyPath": str(key),
+        "tls.enable": "true",
+        "tls.client.authServer": "true",
+        "tls.client.trustCertPath": str(cert),
+    }
+
+
+def tls_client_props(cert: Path) -> dict[str, str]:
+    """System properties for the Java tool to talk TLS to brokers that present ``cert``."""
+    return {
+        "tls.enable": "true",
+        "tls.test.mode.enable": "false",
+        "tls.client.authServer": "true",
+        "tls.client.trustCertPath": str(cert),
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -579,6 +810,11 @@ class _JavaProcess:
                 raise self.failure(f"no '{needle}' within {START_TIMEOUT:.0f}s")
             time.sleep(0.1)
 
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
     def terminate(self) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -608,6 +844,26 @@ def _stop_leftovers() -> None:
             cluster.stop(check=False)
 
 
+@dataclasses.dataclass
+class _Node:
+    """One broker JVM: a master (broker_id 0) or a slave (broker_id 1) of ``name``."""
+
+    index: int
+    name: str
+    broker_id: int
+    store: Path
+    proc: _JavaProcess | None = None
+    port: int = 0
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return self.name if self.broker_id == 0 else f"{self.name}-slave"
+
+
 class RealCluster:
     """A namesrv plus ``brokers`` master brokers of one RocketMQ version, all on loopback.
 
@@ -616,6 +872,19 @@ class RealCluster:
     ``useServerSideResetOffset`` (None keeps the broker default, true on 5.3.3); 4.x always
     pushes resets to clients, so only None/False are accepted there.  ``extra_broker_conf``
     entries are written last into every broker's properties file and win.
+
+    Topologies people run:
+
+    * ``credentials`` (access key, secret key): the admin account; the harness signs its own
+      calls with it.  With ``plain_acl`` (4.x ``plain_acl.yml`` text, see :func:`plain_acl_yaml`)
+      the brokers run ``aclEnable=true``; with ``auth=True`` (5.x) they run the authentication
+      and authorization model with that account as the initial Super user (then add users with
+      :meth:`create_user` / :meth:`create_acl`).
+    * ``jvm_props`` (e.g. :func:`tls_server_props`) go to namesrv and brokers, ``tool_props``
+      (e.g. :func:`tls_client_props`) to the Java tool; ``tls`` is the context the harness
+      itself connects with.
+    * ``slaves=True`` gives every master a ``SLAVE`` (brokerId 1); masters become ``ASYNC_MASTER``.
+      :meth:`stop_broker` stops one node (e.g. the master) and leaves the rest running.
     """
 
     def __init__(
@@ -626,25 +895,52 @@ class RealCluster:
         server_side_reset: bool | None = None,
         extra_broker_conf: Mapping[str, object] | None = None,
         cluster_name: str = DEFAULT_CLUSTER,
+        *,
+        credentials: Credentials | None = None,
+        plain_acl: str | None = None,
+        auth: bool = False,
+        jvm_props: Mapping[str, str] | None = None,
+        tool_props: Mapping[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
+        slaves: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError("need at least one broker")
         if server_side_reset and is_v4(version):
             raise ValueError("4.x has no server-side offset reset (it always pushes to clients)")
+        if (plain_acl is not None or auth) and credentials is None:
+            raise ValueError("an ACL cluster needs the admin credentials")
+        if plain_acl is not None and not is_v4(version):
+            raise ValueError("plain_acl is the 4.x ACL; use auth=True on 5.x")
+        if auth and is_v4(version):
+            raise ValueError("auth=True is the 5.x model; use plain_acl on 4.x")
         self.version = version
         self.workdir = Path(workdir).resolve()
         self.cluster_name = cluster_name
         self.broker_count = brokers
         self.server_side_reset = server_side_reset
         self.extra_broker_conf = dict(extra_broker_conf or {})
+        self.credentials = credentials
+        self.plain_acl = plain_acl
+        self.auth = auth
+        self.jvm_props = dict(jvm_props or {})
+        self.tool_props = dict(tool_props or {})
+        self.tls = tls
         self.broker_names = [f"broker-{chr(ord('a') + i)}" for i in range(brokers)]
         self.store_dirs = [self.workdir / name / "store" for name in self.broker_names]
+        self._nodes = [
+            _Node(i, name, 0, store)
+            for i, (name, store) in enumerate(zip(self.broker_names, self.store_dirs, strict=True))
+        ]
+        if slaves:
+            self._nodes += [
+                _Node(i, name, 1, self.workdir / name / "store-slave") for i, name in enumerate(self.broker_names)
+            ]
         self.namesrv_addr = ""
         self.brokers: list[tuple[str, str]] = []
         self.timings: dict[str, float] = {}
         self.unclean_stops: list[str] = []
         self._namesrv: _JavaProcess | None = None
-        self._brokers: list[_JavaProcess] = []
         self._taken: set[int] = set()
 
     # -- context manager ---------------------------------------------------------------
@@ -665,14 +961,56 @@ class RealCluster:
     def broker_addrs(self) -> list[str]:
         return [addr for _, addr in self.brokers]
 
+    @property
+    def slaves(self) -> list[tuple[str, str]]:
+        """(broker name, address) of every slave, as started."""
+        return [(n.name, n.addr) for n in self._nodes if n.broker_id != 0]
+
     def consumer_offset_file(self, index: int = 0) -> Path:
         """The broker's persisted offset table (valid after a clean stop)."""
         return self.store_dirs[index] / "config" / "consumerOffset.json"
 
-    def mqadmin(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Java mqadmin against this cluster's namesrv."""
+    def mqadmin(
+        self, *args: str, check: bool = True, timeout: float = 60, credentials: Credentials | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Java mqadmin against this cluster's namesrv (unsigned unless ``credentials``)."""
         run = check_java_mqadmin if check else java_mqadmin
-        return run(self.version, self.namesrv_addr, *args, workdir=self.workdir / "mqadmin", timeout=timeout)
+        return run(
+            self.version,
+            self.namesrv_addr,
+            *args,
+            workdir=self.workdir / "mqadmin",
+            timeout=timeout,
+            props=self.tool_props,
+            credentials=credentials,
+        )
+
+    def call(
+        self, addr: str, code: int, ext_fields: Mapping[str, object] | None = None, body: bytes = b""
+    ) -> tuple[dict[str, Any], bytes]:
+        """:func:`remoting_call` signed with the admin keys and over TLS as the cluster needs."""
+        return remoting_call(addr, code, ext_fields, body, credentials=self.credentials, tls=self.tls)
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """The topic on every master (as ``updateTopic -c`` does)."""
+        for addr in self.broker_addrs:
+            create_topic(addr, topic, queues, credentials=self.credentials, tls=self.tls)
+
+    def create_group(self, group: str) -> None:
+        for addr in self.broker_addrs:
+            create_group(addr, group, credentials=self.credentials, tls=self.tls)
+
+    def commit_offset(self, broker_name: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        addr = dict(self.brokers)[broker_name]
+        commit_offset(addr, group, topic, queue_id, offset, credentials=self.credentials, tls=self.tls)
+
+    def create_user(self, username: str, password: str, grants: Mapping[str, tuple[str, ...]]) -> None:
+        """5.x auth: a Normal user with exactly ``grants`` on every master."""
+        assert self.credentials is not None, "needs an auth=True cluster"
+        for addr in self.broker_addrs:
+            create_user(addr, username, password, credentials=self.credentials, tls=self.tls)
+            if grants:
+                create_acl(addr, username, grants, credentials=self.credentials, tls=self.tls)
 
     def start(self) -> None:
         """Resolve jars, start namesrv and brokers, and wait until every broker is routed.
@@ -686,7 +1024,9 @@ class RealCluster:
         ensure_dist(self.version)
         self.timings["dist"] = time.monotonic() - t0
         self.workdir.mkdir(parents=True, exist_ok=True)
-        _prepare_home(self.workdir)
+        home = _prepare_home(self.workdir)
+        if self.plain_acl is not None:
+            (home / "conf" / "plain_acl.yml").write_text(self.plain_acl)
         _LIVE.add(self)
         try:
             t1 = time.monotonic()
@@ -700,6 +1040,37 @@ class RealCluster:
             raise
         self.timings["start"] = time.monotonic() - t0
 
+    def stop_broker(self, broker_name: str, broker_id: int = 0) -> None:
+        """Stop one broker JVM cleanly (it unregisters from the namesrv); the others keep running."""
+        for node in self._nodes:
+            if (node.name, node.broker_id) == (broker_name, broker_id) and node.proc is not None:
+                node.proc.terminate()
+                if not node.proc.wait_or_kill(STOP_TIMEOUT):
+                    self.unclean_stops.append(f"{node.label} needed SIGKILL")
+                node.proc = None
+                deadline = time.monotonic() + START_TIMEOUT
+                while time.monotonic() < deadline:  # the route must not hand out the dead address
+                    table = cluster_info(self.namesrv_addr, POLL_CALL_TIMEOUT, tls=self.tls).get("brokerAddrTable", {})
+                    if table.get(broker_name, {}).get("brokerAddrs", {}).get(str(broker_id)) != node.addr:
+                        return
+                    time.sleep(0.2)
+                raise RuntimeError(f"{node.label} still registered after its stop")
+        raise ValueError(f"no running broker {broker_name} id {broker_id}")
+
+    def pause_broker(self, broker_name: str, broker_id: int = 0) -> None:
+        """Freeze one broker (SIGSTOP): it stays in the namesrv's route but answers nothing, as a
+        hung or partitioned broker does, until :meth:`resume_broker` (or :meth:`stop`)."""
+        self._node(broker_name, broker_id).proc.signal(signal.SIGSTOP)  # type: ignore[union-attr]
+
+    def resume_broker(self, broker_name: str, broker_id: int = 0) -> None:
+        self._node(broker_name, broker_id).proc.signal(signal.SIGCONT)  # type: ignore[union-attr]
+
+    def _node(self, broker_name: str, broker_id: int) -> _Node:
+        for node in self._nodes:
+            if (node.name, node.broker_id) == (broker_name, broker_id) and node.proc is not None:
+                return node
+        raise ValueError(f"no running broker {broker_name} id {broker_id}")
+
     def stop(self, check: bool = True) -> None:
         """SIGTERM brokers (they persist offsets and unregister), then the namesrv.
 
@@ -708,18 +1079,22 @@ class RealCluster:
         """
         t0 = time.monotonic()
         problems: list[str] = []
-        for proc in self._brokers:
-            proc.terminate()
-        for proc, store in zip(self._brokers, self.store_dirs, strict=False):
-            if not proc.wait_or_kill(STOP_TIMEOUT):
-                problems.append(f"{proc.name} needed SIGKILL")
-            elif (store / "abort").exists():
-                problems.append(f"{proc.name} left {store / 'abort'} (unclean store shutdown)")
+        running = [n for n in self._nodes if n.proc is not None]
+        for node in running:
+            assert node.proc is not None
+            node.proc.signal(signal.SIGCONT)  # a paused broker must be able to shut down
+            node.proc.terminate()
+        for node in running:
+            assert node.proc is not None
+            if not node.proc.wait_or_kill(STOP_TIMEOUT):
+                problems.append(f"{node.label} needed SIGKILL")
+            elif (node.store / "abort").exists():
+                problems.append(f"{node.label} left {node.store / 'abort'} (unclean store shutdown)")
+            node.proc = None
         if self._namesrv is not None:
             self._namesrv.terminate()
             if not self._namesrv.wait_or_kill(STOP_TIMEOUT):
                 problems.append("namesrv needed SIGKILL")
-        self._brokers = []
         self._namesrv = None
         _LIVE.discard(self)
         self.unclean_stops += problems
@@ -749,6 +1124,7 @@ class RealCluster:
                 NAMESRV_MAIN,
                 ["-c", str(conf)],
                 log_name="namesrv.log",
+                props=self.jvm_props,
             )
             proc = _JavaProcess("namesrv", cmd, self.workdir, self.workdir / "logs" / "namesrv.log")
             self._namesrv = proc
@@ -764,15 +1140,15 @@ class RealCluster:
                 if not err.bind_conflict or attempt == attempts - 1:
                     raise
 
-    def _broker_conf(self, index: int, port: int) -> Path:
-        name = self.broker_names[index]
-        store = self.store_dirs[index]
+    def _broker_conf(self, node: _Node, port: int) -> Path:
+        store = node.store
         store.mkdir(parents=True, exist_ok=True)
+        has_slaves = any(n.broker_id != 0 for n in self._nodes)
         conf: dict[str, object] = {
             "rocketmqHome": self.workdir / "rmq-home",
             "brokerClusterName": self.cluster_name,
-            "brokerName": name,
-            "brokerId": 0,
+            "brokerName": node.name,
+            "brokerId": node.broker_id,
             "namesrvAddr": self.namesrv_addr,
             "listenPort": port,
             "brokerIP1": "127.0.0.1",
@@ -788,19 +1164,29 @@ class RealCluster:
             "diskMaxUsedSpaceRatio": 95,
             "waitTimeMillsInSendQueue": 1000,
         }
+        if has_slaves:
+            conf["brokerRole"] = "ASYNC_MASTER" if node.broker_id == 0 else "SLAVE"
+            conf["haListenPort"] = port + 1
+            if node.broker_id != 0:
+                master = next(n for n in self._nodes if n.index == node.index and n.broker_id == 0)
+                conf["haMasterAddress"] = f"127.0.0.1:{master.port + 1}"
+        if self.plain_acl is not None:
+            conf["aclEnable"] = True
         if not is_v4(self.version):
             conf |= {"bindAddress": "127.0.0.1", "haListenPort": port + 1, "mappedFileSizeTimerLog": 16 * 1024 * 1024}
             if self.server_side_reset is not None:
                 conf["useServerSideResetOffset"] = self.server_side_reset
+            if self.auth:
+                assert self.credentials is not None
+                conf |= auth_broker_conf(self.credentials)
         conf |= self.extra_broker_conf
-        path = self.workdir / name / "broker.properties"
+        path = store.parent / ("broker.properties" if node.broker_id == 0 else "slave.properties")
         path.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in conf.items()))
         return path
 
-    def _launch_broker(self, index: int) -> tuple[_JavaProcess, int]:
-        port = pick_port_block(below=2, above=1, taken=self._taken)
-        conf = self._broker_conf(index, port)
-        name = self.broker_names[index]
+    def _launch_broker(self, node: _Node) -> None:
+        node.port = pick_port_block(below=2, above=1, taken=self._taken)
+        conf = self._broker_conf(node, node.port)
         cmd = _jvm_command(
             self.version,
             "broker",
@@ -808,44 +1194,51 @@ class RealCluster:
             ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m"),
             BROKER_MAIN,
             ["-c", str(conf), "-n", self.namesrv_addr],
-            log_name=f"{name}.log",
+            log_name=f"{node.label}.log",
+            props=self.jvm_props,
         )
-        return _JavaProcess(name, cmd, self.workdir, self.workdir / "logs" / f"{name}.log"), port
+        node.proc = _JavaProcess(node.label, cmd, self.workdir, self.workdir / "logs" / f"{node.label}.log")
 
     def _start_brokers(self, attempts: int = 5) -> None:
-        """Launch all brokers at once (they boot in parallel), then wait for each."""
-        launched = [self._launch_broker(i) for i in range(self.broker_count)]
-        self._brokers = [proc for proc, _ in launched]
-        for index in range(self.broker_count):
-            for attempt in range(attempts):
-                proc, port = launched[index]
-                try:
-                    self._await_broker(index, proc, port)
-                    break
-                except ProcessStartError as err:
-                    proc.terminate()
-                    proc.wait_or_kill(10)
-                    if not err.bind_conflict or attempt == attempts - 1:
-                        raise
-                    launched[index] = self._launch_broker(index)
-                    self._brokers[index] = launched[index][0]
-        self.brokers = [(self.broker_names[i], f"127.0.0.1:{port}") for i, (_, port) in enumerate(launched)]
+        """Launch all masters at once (they boot in parallel) and wait for each; then the slaves."""
+        for wave in ([n for n in self._nodes if n.broker_id == 0], [n for n in self._nodes if n.broker_id != 0]):
+            for node in wave:
+                self._launch_broker(node)
+            for node in wave:
+                for attempt in range(attempts):
+                    assert node.proc is not None
+                    try:
+                        self._await_broker(node)
+                        break
+                    except ProcessStartError as err:
+                        node.proc.terminate()
+                        node.proc.wait_or_kill(10)
+                        if not err.bind_conflict or attempt == attempts - 1:
+                            raise
+                        self._launch_broker(node)
+        self.brokers = [(n.name, n.addr) for n in self._nodes if n.broker_id == 0]
 
-    def _await_broker(self, index: int, proc: _JavaProcess, port: int) -> None:
+    def _await_broker(self, node: _Node) -> None:
+        proc = node.proc
+        assert proc is not None
         deadline = proc.started + START_TIMEOUT
-        name = self.broker_names[index]
         line = proc.wait_for_line("boot success", deadline)
-        addr = f"127.0.0.1:{port}"
-        if addr not in line:
-            raise proc.failure(f"booted on an unexpected address: {line!r} (wanted {addr})")
-        self._wait_tcp(proc, port, deadline)
+        if node.addr not in line:
+            raise proc.failure(f"booted on an unexpected address: {line!r} (wanted {node.addr})")
+        self._wait_tcp(proc, node.port, deadline)
 
         def registered() -> bool:
-            table = cluster_info(self.namesrv_addr, POLL_CALL_TIMEOUT).get("brokerAddrTable", {})
-            return bool(table.get(name, {}).get("brokerAddrs", {}).get("0") == addr)
+            table = cluster_info(self.namesrv_addr, POLL_CALL_TIMEOUT, tls=self.tls).get("brokerAddrTable", {})
+            return bool(table.get(node.name, {}).get("brokerAddrs", {}).get(str(node.broker_id)) == node.addr)
 
         def runtime_info_ok() -> bool:
-            head, _ = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=POLL_CALL_TIMEOUT)
+            head, _ = remoting_call(
+                node.addr,
+                GET_BROKER_RUNTIME_INFO,
+                timeout=POLL_CALL_TIMEOUT,
+                credentials=self.credentials,
+                tls=self.tls,
+            )
             return head.get("code") == 0
 
         _poll(proc, deadline, "registration in the namesrv", registered)

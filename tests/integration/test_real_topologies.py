@@ -1,0 +1,425 @@
+"""Real clusters beyond one master (``topology`` marker): master + slave with the master stopped,
+and a broker whose retention has really deleted old files.
+
+Each topology is one 4.9.7 cluster for the module; tests run in file order and build on it
+(the master is stopped once, halfway).  Our CLI runs as a subprocess here, because what it says
+about a slave goes to stderr as a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mqadmin.model import Message
+from mqadmin.remoting.backend import RemotingAdmin
+from tests.support import realbroker as rb
+
+pytestmark = [pytest.mark.realbroker, pytest.mark.topology]
+
+VERSION = "4.9.7"
+WAIT = 40.0  # a 4.9 slave copies the master's offsets every 10 s
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict:  # type: ignore[type-arg]
+        return json.loads(self.stdout)  # type: ignore[no-any-return]
+
+
+def run(cluster: rb.RealCluster, home: Path, *args: str, timeout: str = "10") -> Result:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MQADMIN_", "NAMESRV_"))}
+    env |= {"MQADMIN_HOME": str(home), "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqadmin", *args, "-n", cluster.namesrv_addr, "--timeout", timeout],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _send(cluster: rb.RealCluster, topic: str, count: int, body: bytes = b"") -> None:
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+    try:
+        for i in range(count):
+            admin.send(topic, Message(topic, body or f"m{i}".encode(), {"TAGS": "a"}))
+    finally:
+        admin.close()
+
+
+def _offset_on(addr: str, group: str, topic: str, queue_id: int) -> int | None:
+    head, _ = rb.remoting_call(
+        addr, rb.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+    )
+    return int(head["extFields"]["offset"]) if head.get("code") == 0 else None
+
+
+GET_MAX_OFFSET = 30
+
+
+def _max_on(addr: str, topic: str, queue_id: int) -> int | None:
+    head, _ = rb.remoting_call(addr, GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+    return int(head["extFields"]["offset"]) if head.get("code") == 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Master + slave, then the master stopped
+
+MS_TOPIC = "MsTopic"
+MS_GROUP = "MsGroup"
+MS_QUEUES = 2
+MS_PER_QUEUE = 5
+MS_COMMITTED = 2
+
+
+@dataclass
+class MasterSlave:
+    cluster: rb.RealCluster
+    home: Path
+    before: dict  # type: ignore[type-arg]  # consumerProgress -g JSON with the master up
+
+
+@pytest.fixture(scope="module")
+def ms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterSlave]:
+    workdir = tmp_path_factory.mktemp("master-slave")
+    with rb.RealCluster(VERSION, workdir / "rmq", slaves=True) as cluster:
+        cluster.create_topic(MS_TOPIC, MS_QUEUES)
+        cluster.create_topic(f"%RETRY%{MS_GROUP}", 1)  # Java's consumerProgress -g needs its route
+        cluster.create_group(MS_GROUP)
+        _send(cluster, MS_TOPIC, MS_QUEUES * MS_PER_QUEUE)
+        for q in range(MS_QUEUES):
+            cluster.commit_offset("broker-a", MS_GROUP, MS_TOPIC, q, MS_COMMITTED)
+        ((_, slave_addr),) = cluster.slaves
+        deadline = time.monotonic() + WAIT
+        while any(
+            _offset_on(slave_addr, MS_GROUP, MS_TOPIC, q) != MS_COMMITTED
+            or _max_on(slave_addr, MS_TOPIC, q) != MS_PER_QUEUE
+            for q in range(MS_QUEUES)
+        ):
+            assert time.monotonic() < deadline, "the slave never caught up with the master's messages and offsets"
+            time.sleep(1)
+        home = workdir / "home"
+        before = run(cluster, home, "consumerProgress", "-g", MS_GROUP, "--json")
+        assert before.code == 0, before.stderr
+        assert "slave" not in before.stderr
+        cluster.stop_broker("broker-a", 0)
+        yield MasterSlave(cluster, home, before.json())
+
+
+def _progress_rows(doc: dict) -> list[tuple[str, int, int, int]]:  # type: ignore[type-arg]
+    return [(q["topic"], q["queue_id"], q["broker_offset"], q["consumer_offset"]) for q in doc["queues"]]
+
+
+def test_master_stopped_reads_come_from_the_slave_and_say_so(ms: MasterSlave, tmp_path: Path) -> None:
+    res = run(ms.cluster, ms.home, "consumerProgress", "-g", MS_GROUP, "--json")
+    assert res.code == 0, res.stderr
+    assert _progress_rows(res.json()) == _progress_rows(ms.before)
+    assert res.json()["diff_total"] == ms.before["diff_total"] == (MS_PER_QUEUE - MS_COMMITTED) * MS_QUEUES
+    assert "broker-a: master not online, reading from its slave" in res.stderr
+
+    res = run(ms.cluster, ms.home, "queryOffset", "-t", MS_TOPIC, "-g", MS_GROUP, "-s", "-1h", "--json")
+    assert res.code == 0, res.stderr
+    assert [
+        (q["min_offset"], q["max_offset"], q["consumer_offset"], q["offset_at_time"]) for q in res.json()["queues"]
+    ] == [(0, MS_PER_QUEUE, MS_COMMITTED, 0)] * MS_QUEUES
+    assert "reading from its slave" in res.stderr
+
+    res = run(ms.cluster, ms.home, "consumerProgress", "--json")
+    assert res.code == 0, res.stderr
+    (row,) = [g for g in res.json()["groups"] if g["group"] == MS_GROUP]
+    assert row["diff_total"] == (MS_PER_QUEUE - MS_COMMITTED) * MS_QUEUES
+
+    dest = tmp_path / "r.jsonl"
+    res = run(ms.cluster, ms.home, "rangeReplay", "-t", MS_TOPIC, "-b", "-1h", "--to", f"jsonl:{dest}", "--json")
+    assert res.code == 0, res.stderr
+    assert res.json()["written"] == MS_QUEUES * MS_PER_QUEUE
+
+
+def test_master_stopped_java_tool_reads_the_slave_too(ms: MasterSlave) -> None:
+    """The Java tool's consumerProgress -g answers from the slave as well (selectBrokerAddr),
+    with the same numbers and without saying so."""
+    out = ms.cluster.mqadmin("consumerProgress", "-g", MS_GROUP).stdout
+    rows = {
+        int(c[2]): (int(c[3]), int(c[4]))
+        for c in (line.split() for line in out.splitlines())
+        if c[:2] == [MS_TOPIC, "broker-a"]
+    }
+    assert rows == {q: (MS_PER_QUEUE, MS_COMMITTED) for q in range(MS_QUEUES)}, out
+
+
+def test_master_stopped_resets_refuse(ms: MasterSlave, tmp_path: Path) -> None:
+    """A slave would accept an offset update, and the master's copy would overwrite it when it
+    is back: the reset would be lost silently, so we refuse."""
+    backup = tmp_path / "b.json"
+    res = run(
+        ms.cluster,
+        ms.home,
+        "resetOffsetByTime",
+        "-g",
+        MS_GROUP,
+        "-t",
+        MS_TOPIC,
+        "-s",
+        "-1h",
+        "--yes",
+        "--backup",
+        str(backup),
+    )
+    assert res.code == 1, (res.stdout, res.stderr)
+    # the plan's footer says why; the offsets on the slave did not move
+    assert "FAILED broker-a: broker-a has no master online" in res.stdout, res.stdout
+    assert "offsets live on the master" in res.stdout
+    assert res.stderr.count("reading from its slave") == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    ((_, slave_addr),) = ms.cluster.slaves
+    assert [_offset_on(slave_addr, MS_GROUP, MS_TOPIC, q) for q in range(MS_QUEUES)] == [MS_COMMITTED] * MS_QUEUES
+
+    # a backup with other offsets (as an earlier reset would have left) is refused the same way
+    doc = json.loads(backup.read_text())
+    for row in doc["offsets"]:
+        row["offset"] = 0
+    backup.write_text(json.dumps(doc))
+    res = run(ms.cluster, ms.home, "restoreOffset", "--from", str(backup), "--yes")
+    assert res.code == 1 and "broker-a has no master online" in res.stdout, (res.stdout, res.stderr)
+    assert [_offset_on(slave_addr, MS_GROUP, MS_TOPIC, q) for q in range(MS_QUEUES)] == [MS_COMMITTED] * MS_QUEUES
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention has deleted old files
+
+RET_TOPIC = "RetTopic"
+RET_GROUP = "RetGroup"
+RET_MESSAGES = 300
+RET_COMMITTED = 5  # the group's offset, soon below the queue's min offset
+#: 64 KiB commit-log files (~55 messages of 1 KiB each), 10-entry consume-queue files, files
+#: expire at once (fileReservedTime=0) at any hour (deleteWhen lists all 24).  A 4.9 broker
+#: runs its first clean-up 60 s after boot, then every cleanResourceInterval.
+RETENTION_CONF = {
+    "mappedFileSizeCommitLog": 64 * 1024,
+    "mappedFileSizeConsumeQueue": 200,
+    "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
+    "fileReservedTime": 0,
+    "cleanResourceInterval": 1000,
+}
+RET_WAIT = 150.0
+
+
+@dataclass
+class Retention:
+    cluster: rb.RealCluster
+    home: Path
+    before_first: int  # a time before the first message was sent
+    min_offset: int
+
+
+@pytest.fixture(scope="module")
+def ret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Retention]:
+    workdir = tmp_path_factory.mktemp("retention")
+    with rb.RealCluster(VERSION, workdir / "rmq", extra_broker_conf=RETENTION_CONF) as cluster:
+        cluster.create_topic(RET_TOPIC, 1)
+        cluster.create_topic(f"%RETRY%{RET_GROUP}", 1)
+        cluster.create_group(RET_GROUP)
+        before_first = int(time.time() * 1000) - 1000
+        _send(cluster, RET_TOPIC, RET_MESSAGES, body=b"x" * 1000)
+        cluster.commit_offset("broker-a", RET_GROUP, RET_TOPIC, 0, RET_COMMITTED)
+        addr = cluster.broker_addrs[0]
+        deadline = time.monotonic() + RET_WAIT
+        while (low := _min_on(addr, RET_TOPIC, 0)) in (None, 0):
+            assert time.monotonic() < deadline, "retention never deleted the old files"
+            time.sleep(1)
+        assert low is not None and RET_COMMITTED < low < RET_MESSAGES
+        assert len(list((cluster.store_dirs[0] / "commitlog").iterdir())) < RET_MESSAGES * 1000 // (64 * 1024)
+        yield Retention(cluster, workdir / "home", before_first, low)
+
+
+GET_MIN_OFFSET = 31
+
+
+def _min_on(addr: str, topic: str, queue_id: int) -> int | None:
+    head, _ = rb.remoting_call(addr, GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id})
+    return int(head["extFields"]["offset"]) if head.get("code") == 0 else None
+
+
+def test_retention_query_offset(ret: Retention) -> None:
+    res = run(
+        ret.cluster, ret.home, "queryOffset", "-t", RET_TOPIC, "-g", RET_GROUP, "-s", str(ret.before_first), "--json"
+    )
+    assert res.code == 0, res.stderr
+    (q,) = res.json()["queues"]
+    assert (q["min_offset"], q["max_offset"], q["consumer_offset"]) == (ret.min_offset, RET_MESSAGES, RET_COMMITTED)
+    assert q["lag"] == RET_MESSAGES - RET_COMMITTED  # as the Java tool's Diff counts it
+    assert q["offset_at_time"] == ret.min_offset  # a time before the oldest message left lands on the min
+
+
+def test_retention_consumer_progress_and_java(ret: Retention) -> None:
+    res = run(ret.cluster, ret.home, "consumerProgress", "-g", RET_GROUP, "--json")
+    assert res.code == 0, res.stderr
+    doc = res.json()
+    (q,) = [q for q in doc["queues"] if q["topic"] == RET_TOPIC]
+    assert (q["broker_offset"], q["consumer_offset"], q["diff"]) == (
+        RET_MESSAGES,
+        RET_COMMITTED,
+        RET_MESSAGES - RET_COMMITTED,
+    )
+    # the message at the group's offset is gone: the lag time is the age of the oldest one left
+    assert q["lag_time_ms"] > 0 and doc["lag_time_ms"] > 0
+
+    java = ret.cluster.mqadmin("consumerProgress", "-g", RET_GROUP).stdout
+    rows = [c for c in (line.split() for line in java.splitlines()) if c[:2] == [RET_TOPIC, "broker-a"]]
+    assert [(int(c[3]), int(c[4]), int(c[5])) for c in rows] == [(q["broker_offset"], q["consumer_offset"], q["diff"])]
+
+    res = run(ret.cluster, ret.home, "consumerProgress", "--json")
+    assert res.code == 0, res.stderr
+    (g,) = [g for g in res.json()["groups"] if g["group"] == RET_GROUP]
+    assert g["diff_total"] == RET_MESSAGES - RET_COMMITTED
+
+
+def test_retention_replay_window_before_retention(ret: Retention, tmp_path: Path) -> None:
+    dest = tmp_path / "r.jsonl"
+    res = run(
+        ret.cluster,
+        ret.home,
+        "rangeReplay",
+        "-t",
+        RET_TOPIC,
+        "-b",
+        str(ret.before_first),
+        "--to",
+        f"jsonl:{dest}",
+        "--json",
+    )
+    assert res.code == 0, res.stderr
+    doc = res.json()
+    assert doc["written"] == RET_MESSAGES - ret.min_offset  # only what retention left
+    (q,) = doc["queues"]
+    assert q["start_offset"] == ret.min_offset
+
+
+def test_retention_reset_before_the_oldest_lands_on_min_and_restore_warns(ret: Retention, tmp_path: Path) -> None:
+    backup = tmp_path / "b.json"
+    res = run(
+        ret.cluster,
+        ret.home,
+        "resetOffsetByTime",
+        "-g",
+        RET_GROUP,
+        "-t",
+        RET_TOPIC,
+        "-s",
+        str(ret.before_first),
+        "--yes",
+        "--backup",
+        str(backup),
+        "--json",
+    )
+    assert res.code == 0, res.stderr
+    (q,) = res.json()["queues"]
+    assert (q["old_offset"], q["new_offset"], q["min_offset"]) == (RET_COMMITTED, ret.min_offset, ret.min_offset)
+    addr = ret.cluster.broker_addrs[0]
+    assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == ret.min_offset
+
+    # the backup holds offset 5, now below the min: restoring it must not pass silently
+    res = run(ret.cluster, ret.home, "restoreOffset", "--from", str(backup), "--yes")
+    assert f"backup offset {RET_COMMITTED} is below the min offset {ret.min_offset}" in res.stderr, res.stderr
+    if res.code == 0:  # this version restores it as asked and warns that consumers start at the min
+        assert f"consumers will start at {ret.min_offset}" in res.stderr
+        assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == RET_COMMITTED
+    else:  # a refusal changes nothing
+        assert _offset_on(addr, RET_GROUP, RET_TOPIC, 0) == ret.min_offset
+
+
+# ---------------------------------------------------------------------------------------------
+# Two brokers, one hung: still in the route, answering nothing
+
+DN_TOPIC = "DnTopic"
+DN_GROUP = "DnGroup"
+DN_QUEUES = 2  # per broker
+DN_COMMITTED = 2
+
+
+@dataclass
+class OneDown:
+    cluster: rb.RealCluster
+    home: Path
+    hung_addr: str
+
+
+@pytest.fixture(scope="module")
+def down(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OneDown]:
+    workdir = tmp_path_factory.mktemp("one-down")
+    with rb.RealCluster(VERSION, workdir / "rmq", brokers=2) as cluster:
+        cluster.create_topic(DN_TOPIC, DN_QUEUES)
+        cluster.create_topic(f"%RETRY%{DN_GROUP}", 1)
+        cluster.create_group(DN_GROUP)
+        _send(cluster, DN_TOPIC, 4 * DN_QUEUES * 2)
+        for name in cluster.broker_names:
+            for q in range(DN_QUEUES):
+                cluster.commit_offset(name, DN_GROUP, DN_TOPIC, q, DN_COMMITTED)
+        cluster.pause_broker("broker-b")
+        try:
+            yield OneDown(cluster, workdir / "home", dict(cluster.brokers)["broker-b"])
+        finally:
+            cluster.resume_broker("broker-b")
+
+
+def test_one_broker_hung_every_command_fails_naming_it(down: OneDown, tmp_path: Path) -> None:
+    """Today every command needs every broker of the topic: one line naming the silent one,
+    exit 1, in bounded time.  (The Java tool's consumerProgress -g fails there too, with a
+    stack trace; see the next test.)"""
+    commands = [
+        ("queryOffset", "-t", DN_TOPIC, "-g", DN_GROUP),
+        ("consumerProgress", "-g", DN_GROUP),
+        ("consumerProgress",),
+        ("rangeReplay", "-t", DN_TOPIC, "-b", "-1h", "--to", f"jsonl:{tmp_path / 'r.jsonl'}"),
+    ]
+    for args in commands:
+        started = time.monotonic()
+        res = run(down.cluster, down.home, *args, timeout="1")
+        assert res.code == 1, (args, res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and down.hung_addr in lines[0] and "timed out" in lines[0], (args, res.stderr)
+        assert time.monotonic() - started < 60
+
+
+def test_one_broker_hung_reset_changes_nothing(down: OneDown, tmp_path: Path) -> None:
+    backup = tmp_path / "b.json"
+    res = run(
+        down.cluster,
+        down.home,
+        "resetOffsetByTime",
+        "-g",
+        DN_GROUP,
+        "-t",
+        DN_TOPIC,
+        "-s",
+        "-1h",
+        "--yes",
+        "--backup",
+        str(backup),
+        timeout="1",
+    )
+    assert res.code == 1 and down.hung_addr in res.stderr, (res.stdout, res.stderr)
+    assert not backup.exists()  # refused while planning, before any backup or write
+    live = dict(down.cluster.brokers)["broker-a"]
+    assert [_offset_on(live, DN_GROUP, DN_TOPIC, q) for q in range(DN_QUEUES)] == [DN_COMMITTED] * DN_QUEUES
+
+
+def test_one_broker_hung_java_tool_fails_as_well(down: OneDown) -> None:
+    proc = down.cluster.mqadmin("consumerProgress", "-g", DN_GROUP, check=False, timeout=120)
+    assert "#Topic" not in proc.stdout  # no table at all, not even for the live broker
+    assert "Exception" in proc.stdout + proc.stderr
