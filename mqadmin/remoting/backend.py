@@ -671,7 +671,9 @@ class RemotingAdmin:
         """Who is online, merged over the group's brokers (or asked of ``broker_addr`` alone, as the
         Java tool's ``-b``); ConsumerNotOnline when nobody is."""
         fields = {"consumerGroup": group}
-        addrs = [broker_addr] if broker_addr else [self._read_addr(b) for b in self._group_brokers(group, None) if b.addrs]
+        addrs = (
+            [broker_addr] if broker_addr else [self._read_addr(b) for b in self._group_brokers(group, None) if b.addrs]
+        )
         calls = [(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)) for addr in addrs]
         return self._connections_of(group, calls, self._fan_out(calls, idempotent=True))
 
