@@ -388,7 +388,9 @@ def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None
             low = admin.min_offset(mq)
             if low > w.consumer_offset:
                 oldest = store_time_at(admin, mq, low)
-    except errors.MqadminError:
+    except errors.MqadminError as exc:
+        if isinstance(exc, errors.BrokerError) and exc.permission_denied:
+            ctx.warn_once(f"lag time left out: reading a message was refused ({exc})")
         return None
     return None if oldest is None else max(ctx.now - oldest, 0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,7 +154,7 @@ class ResetOffsetByTimeCommand(SubCommand):
         targets = fan_out(target, rows)
         adjusted = False
         if ts is not None and offset_opt is None and ts < ctx.now:
-            adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")))
+            adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")), ctx.env.warn)
         for r, new in zip(rows, targets, strict=True):
             old = new if r.old_offset is None else r.old_offset
             r.new_offset = new if force or new < old else old
@@ -181,15 +182,35 @@ class ResetOffsetByTimeCommand(SubCommand):
 EXACT_SCAN_LIMIT = 256
 
 
-def _check_landing(admin: Admin, topic: str, rows: list[PlanRow], targets: list[int], ts: int, exact: bool) -> bool:
+def _check_landing(
+    admin: Admin,
+    topic: str,
+    rows: list[PlanRow],
+    targets: list[int],
+    ts: int,
+    exact: bool,
+    warn: Callable[[str], None],
+) -> bool:
     """Mark queues whose time search landed on a message stored before ``ts`` (brokers that search
     for the nearest message: 4.x, 5.0-5.1.0); with ``exact`` move them to the first message at or
-    after ``ts`` (updating ``targets``). Returns whether any target moved."""
+    after ``ts`` (updating ``targets``). Returns whether any target moved. An account that may not
+    read messages (ACL) gets the plan without the marks and one line saying so; --exact needs them."""
     from mqadmin.admin import version_tuple
 
     nearest = {b.broker_name for b in admin.cluster_brokers() if not b.version or version_tuple(b.version) < (5, 1, 1)}
 
+    refused: list[str] = []
+
     def check(i: int) -> int | None:
+        try:
+            return landing(i)
+        except errors.BrokerError as exc:
+            if exact or not exc.permission_denied:
+                raise
+            refused.append(str(exc))
+            return None
+
+    def landing(i: int) -> int | None:
         r, t = rows[i], targets[i]
         if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
             return None
@@ -213,7 +234,12 @@ def _check_landing(admin: Admin, topic: str, rows: list[PlanRow], targets: list[
         return r.max_offset if exact and offset >= r.max_offset else None
 
     moved = False
-    for i, new in enumerate(fan_out(check, list(range(len(rows))))):
+    news = fan_out(check, list(range(len(rows))))
+    if refused:
+        warn(
+            f"cannot read the messages at the planned offsets ({refused[0]}): queues whose time search landed before the time are not marked"
+        )
+    for i, new in enumerate(news):
         if new is not None and new != targets[i]:
             rows[i].exact_from, targets[i] = targets[i], new
             moved = True

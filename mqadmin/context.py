@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,9 @@ from mqadmin.timeparse import now_ms, parse_time
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
+
+
+_WARN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -26,6 +30,7 @@ class Context:
     now: int = field(default_factory=now_ms)
     _admin: Admin | None = None
     _admin_ro: bool = True
+    _warned: set[str] = field(default_factory=set)
 
     def admin(self, *, write: bool = False) -> Admin:
         """Open the backend once per run; a writer re-opens a read-only embedded store."""
@@ -38,6 +43,14 @@ class Context:
         self._admin = connect(self.address, timeout=self.timeout, read_only=not write, **self.connect_options)
         self._admin_ro = not write
         return self._admin
+
+    def warn_once(self, message: str) -> None:
+        """A warning that many threads of one run may hit (e.g. a refused read per queue), said once."""
+        with _WARN_LOCK:
+            if message in self._warned:
+                return
+            self._warned.add(message)
+        self.env.warn(message)
 
     def close(self) -> None:
         if self._admin is not None:
