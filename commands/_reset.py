@@ -63,6 +63,8 @@ class PlanRow:
     lands_before_ms: int | None = None
     #: --exact moved the queue from the nearest message to the first at or after the time
     exact_from: int | None = None
+    #: where the time (or the command's target) lands, before -f false kept a queue where it was
+    target: int | None = None
 
     @property
     def mq_key(self) -> tuple[str, int]:
@@ -119,6 +121,15 @@ class ResetResult:
     planned: int | None = None
     #: a note on durability (real brokers persist consumer offsets on their own schedule)
     durability: str | None = None
+    #: the command that made the plan (the backup's reason, the title, the Java text)
+    action: str = "resetOffsetByTime"
+    #: -f as parsed, and -s as typed (the Java text echoes both)
+    force: bool = True
+    timestamp_text: str | None = None
+    #: cloneGroupOffset: the group whose offsets are copied
+    source_group: str | None = None
+    #: broker name -> version, from the cluster (the Java text follows the broker's version)
+    versions: dict[str, str] = field(default_factory=dict)
 
     @property
     def undo(self) -> str | None:
@@ -170,9 +181,69 @@ class ResetResult:
             doc["local_store"] = [f.to_json() for f in self.local_files]
         if self.restored_from:
             doc["restored_from"] = self.restored_from
+        if self.source_group is not None:
+            doc["source_group"] = self.source_group
         if self.errors:
             doc["errors"] = self.errors
         return doc
+
+    def java_text(self) -> str:
+        """The Java tool's text for this command, column for column (its printf formats; the
+        words differ between the 4.9 and 5.x tools, so they follow the brokers' version)."""
+        if self.source_group is not None:
+            # Java prints this without a line break; ours ends the line
+            return (
+                f"clone group offset success. srcGroup[{self.source_group}], destGroup=[{self.group}], "
+                f"topic[{self.topic}]\n"
+            )
+        from mqadmin.admin import version_tuple
+
+        versions = [self.versions.get(q.broker, "") for q in self.queues] or list(self.versions.values())
+        v4 = any(v and version_tuple(v) < (5,) for v in versions)
+        skip = self.action == "skipAccumulatedMessage"
+        ts_long = -1 if skip else (self.timestamp if self.timestamp is not None else 0)
+        ts_text = self.timestamp_text if self.timestamp_text is not None else str(ts_long)
+        force = "true" if self.force else "false"
+        lines: list[str] = []
+        if not skip and self.timestamp is None and len(self.queues) == 1:  # -b -q -o
+            q = self.queues[0]
+            lines.append(
+                f"start reset consumer offset by specified, group[{self.group}], topic[{self.topic}], "
+                f"queueId[{q.queue_id}], broker[{q.broker}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+            )
+            lines.append(f"reset consumer offset to {q.new_offset}")
+            return "\n".join(lines) + "\n"
+        if self.method:
+            old_form = any(m.startswith("direct") for m in self.method.values())
+        else:
+            old_form = not versions or any(not v or version_tuple(v) < (5, 2) for v in versions)
+        rows = sorted(self.queues, key=lambda q: (q.broker, q.queue_id))
+        if old_form:
+            if not skip:
+                verb = "rollback" if v4 else "reset"
+                lines.append(
+                    f"{verb} consumer offset by specified consumerGroup[{self.group}], topic[{self.topic}], "
+                    f"force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+                )
+            last = "#rollbackOffset" if v4 or skip else "#resetOffset"
+            heads = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", last)
+            lines.append("  ".join(f"{h:<20}" for h in heads))
+            for q in rows:
+                old = q.old_offset if q.old_offset is not None else (q.min_offset or 0)
+                target = q.target if q.target is not None else q.new_offset
+                cells = (q.broker[:32], q.queue_id, q.max_offset or 0, old, target, q.new_offset)
+                lines.append("  ".join(f"{c:<20}" for c in cells))
+        else:
+            if not skip:
+                head = "rollback consumer offset" if v4 else "start reset consumer offset"
+                lines.append(
+                    f"{head} by specified{'' if v4 else ','} group[{self.group}], topic[{self.topic}], "
+                    f"force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+                )
+            lines.append("  ".join(f"{h:<40}" for h in ("#brokerName", "#queueId", "#offset")))
+            for q in rows:
+                lines.append("  ".join(f"{c:<40}" for c in (q.broker[:32], q.queue_id, q.new_offset)))
+        return "\n".join(lines) + "\n"
 
     def table(self) -> Table:
         local = self.local_files is not None
@@ -226,8 +297,13 @@ class ResetResult:
         for e in self.errors:
             where = f"{e['broker']} ({e['address']})" if e.get("address") else e["broker"]
             footer.append(f"FAILED {where}: {e['message']}")
-        verb = "Restore" if self.restored_from else "Reset"
-        title = f"{verb} plan for group {self.group} on topic {self.topic}"
+        if self.source_group is not None:
+            title = f"Clone plan for group {self.group} from group {self.source_group} on topic {self.topic}"
+        elif self.action == "skipAccumulatedMessage":
+            title = f"Skip plan for group {self.group} on topic {self.topic} (every queue to its max offset)"
+        else:
+            verb = "Restore" if self.restored_from else "Reset"
+            title = f"{verb} plan for group {self.group} on topic {self.topic}"
         if local:
             title += " (local offsets files)"
         columns = (["Client"] if local else []) + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
@@ -284,6 +360,8 @@ def execute_plan(
     reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
     after the online clients' commit interval."""
     changed = [q for q in result.queues if q.changes]
+    if not result.versions:
+        result.versions = _versions(ctx.admin())
     if result.dry_run or not changed:
         if not changed and not result.dry_run:
             ctx.env.note("nothing to change: every queue is already at its target offset")
@@ -301,6 +379,7 @@ def execute_plan(
             raise errors.Cancelled()
     admin = ctx.admin(write=True)
     infos = {b.broker_name: b for b in admin.cluster_brokers()}
+    result.versions = {name: b.version for name, b in infos.items()}
     path = (
         Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
     )
@@ -310,7 +389,7 @@ def execute_plan(
         topic=result.topic,
         address=admin.address,
         taken_at=int(time.time() * 1000),
-        reason="restoreOffset" if result.restored_from else "resetOffsetByTime",
+        reason="restoreOffset" if result.restored_from else result.action,
         offsets=[{"broker": q.broker, "queue_id": q.queue_id, "offset": q.old_offset} for q in result.queues],
         clusters=sorted({b.cluster for b in infos.values()}),
         brokers={name: b.addr for name, b in sorted(infos.items())},
@@ -368,6 +447,14 @@ def _error(broker: str, infos: dict[str, BrokerInfo], message: str, code: int | 
 
 
 PULL = "CONSUME_ACTIVELY"
+
+
+def _versions(admin: Admin) -> dict[str, str]:
+    """Broker name -> version (empty when the cluster cannot say)."""
+    try:
+        return {b.broker_name: b.version for b in admin.cluster_brokers()}
+    except errors.MqadminError:
+        return {}
 
 
 def _online(admin: Admin, group: str) -> ConsumerConnection | None:

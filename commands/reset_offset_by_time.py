@@ -69,6 +69,7 @@ class ResetOffsetByTimeCommand(SubCommand):
     """
 
     name = "resetOffsetByTime"
+    java_output = True
     options = (
         required(GROUP),
         required(TOPIC),
@@ -156,12 +157,20 @@ class ResetOffsetByTimeCommand(SubCommand):
             adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")))
         for r, new in zip(rows, targets, strict=True):
             old = new if r.old_offset is None else r.old_offset
+            r.target = new
             r.new_offset = new if force or new < old else old
         if adjusted and not params.get("dry_run"):
             _require_offline(admin, group)
         # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
         result = ResetResult(
-            group, topic, ts if offset_opt is None else None, bool(params.get("dry_run")), rows, tz=ctx.tz
+            group,
+            topic,
+            ts if offset_opt is None else None,
+            bool(params.get("dry_run")),
+            rows,
+            tz=ctx.tz,
+            force=force,
+            timestamp_text=params.get("timestamp"),
         )
         # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
         reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
