@@ -354,14 +354,11 @@ def execute_plan(
     explicit: bool,
     cplus: bool | None = None,
     no_wait: bool = False,
-    direct: bool = False,
 ) -> ResetResult:
     """Confirm, back up, apply per broker, read back. ``explicit``: offsets are exact targets
     (restore, -o), so no time-based broker reset is used. ``cplus``: ask brokers for the C++
     reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
-    after the online clients' commit interval. ``direct``: write the offsets with consumer offset
-    updates only (as the Java tool's cloneGroupOffset does: a 5.x broker-side reset needs the
-    group's subscription to exist, a new group has none)."""
+    after the online clients' commit interval."""
     changed = [q for q in result.queues if q.changes]
     if not result.versions:
         result.versions = _versions(ctx.admin())
@@ -411,7 +408,7 @@ def execute_plan(
         broker, rows = item
         try:
             how, table = _apply_broker(
-                admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus, acked, direct
+                admin, infos.get(broker), result, broker, rows, reset_ts, force, explicit, cplus, acked
             )
             result.method[broker] = how
             if table is not None:
@@ -541,12 +538,11 @@ def _apply_broker(
     explicit: bool,
     cplus: bool | None = None,
     acked: set[tuple[str, int]] | None = None,
-    direct: bool = False,
 ) -> tuple[str, dict[MessageQueue, int] | None]:
     """Apply one broker's rows; ``acked`` collects every queue whose write the broker acknowledged."""
     topic, group = result.topic, result.group
     done = acked if acked is not None else set()
-    if info is not None and info.server_side_reset and not direct:
+    if info is not None and info.server_side_reset:
         for q in rows:
             admin.reset_offset_by_time(
                 topic,

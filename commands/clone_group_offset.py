@@ -27,7 +27,9 @@ class CloneGroupOffsetCommand(SubCommand):
     mqadmin adds the safety of resetOffsetByTime: the plan first (--dry-run shows only that), a
     confirmation on a terminal, a backup of the destination group's offsets (the Undo line puts
     them back; a queue where it had none is backed up at the queue's min offset), the apply per
-    broker and a read-back of every queue. It refuses when the destination group has consumers
+    broker and a read-back of every queue. On 5.2+ brokers it writes through the broker-side
+    reset, as resetOffsetByTime does: a plain offset commit, which the Java tool sends, is
+    ignored there while an earlier reset is pending ("Offset has been previously reset"). It refuses when the destination group has consumers
     online, which would commit their own offsets over the copy, unless --while-online is given.
     """
 
@@ -112,20 +114,18 @@ class CloneGroupOffsetCommand(SubCommand):
             force=True,
             backup_path=params.get("backup"),
             explicit=True,
-            direct=True,
             no_wait=bool(params.get("no_wait")),
         )
 
 
 def _require_subscription(admin: Any, group: str) -> None:
-    """5.3+ brokers refuse offsets for a group they have no subscription group for (a group's
-    first consumer start creates it): say so before anything is written."""
-    from mqadmin.admin import version_tuple
-
-    strict = sorted(b.broker_name for b in admin.cluster_brokers() if version_tuple(b.version) >= (5, 3))
+    """5.2+ brokers reset offsets themselves, which needs the group's subscription group (a
+    group's first consumer start creates it; 5.3+ refuse plain offset commits without it too):
+    say so before anything is written."""
+    strict = sorted(b.broker_name for b in admin.cluster_brokers() if b.server_side_reset)
     if strict and group not in admin.list_groups():
         raise errors.UsageError(
-            f"group {group!r} does not exist on {', '.join(strict)} (5.3+ brokers refuse offsets for a group "
+            f"group {group!r} does not exist on {', '.join(strict)} (5.2+ brokers refuse offsets for a group "
             "without a subscription group): create it first (the Java tool's updateSubGroup), or start "
             "its consumer once; nothing was changed"
         )
