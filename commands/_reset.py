@@ -130,6 +130,8 @@ class ResetResult:
     source_group: str | None = None
     #: broker name -> version, from the cluster (the Java text follows the broker's version)
     versions: dict[str, str] = field(default_factory=dict)
+    #: lines about how the targets were chosen (e.g. offsets clamped to [min, max])
+    notes: list[str] = field(default_factory=list)
 
     @property
     def undo(self) -> str | None:
@@ -183,6 +185,8 @@ class ResetResult:
             doc["restored_from"] = self.restored_from
         if self.source_group is not None:
             doc["source_group"] = self.source_group
+        if self.notes:
+            doc["notes"] = self.notes
         if self.errors:
             doc["errors"] = self.errors
         return doc
@@ -256,7 +260,7 @@ class ResetResult:
         ]
         redeliver = sum(-q.delta for q in self.queues if q.delta < 0)
         skip = sum(q.delta for q in self.queues if q.delta > 0)
-        footer = [f"Total: re-delivers {redeliver}, skips {skip}"]
+        footer = [f"Total: re-delivers {redeliver}, skips {skip}", *self.notes]
         if self.timestamp is not None:
             from mqadmin.timeparse import format_time
 

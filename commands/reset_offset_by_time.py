@@ -103,6 +103,38 @@ class ResetOffsetByTimeCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        Opt(
+            "to_earliest",
+            ("--to-earliest",),
+            "Every selected queue to its min offset (kafka-consumer-groups --to-earliest; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "to_latest",
+            ("--to-latest",),
+            "Every selected queue to its max offset (kafka-consumer-groups --to-latest, the Java tool's "
+            "skipAccumulatedMessage; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "shift_by",
+            ("--shift-by",),
+            "Move every selected queue N messages from its current offset; negative rewinds; kept inside the "
+            "queue's [min, max], and the plan says which queues were (kafka-consumer-groups --shift-by; mqadmin "
+            "extension)",
+            kind=int,
+            metavar="N",
+        ),
+        Opt(
+            "to_offset",
+            ("--to-offset",),
+            "Every selected queue to offset N, kept inside each queue's [min, max] (kafka-consumer-groups "
+            "--to-offset; -b -q -o is the Java tool's one-queue form; mqadmin extension)",
+            kind=int,
+            metavar="N",
+        ),
         NO_WAIT,
         DRY_RUN,
         YES,
@@ -116,8 +148,13 @@ class ResetOffsetByTimeCommand(SubCommand):
         topic: str = params["topic"]
         force = parse_bool(params.get("force") or "true", "-f/--force")
         broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
+        kafka = _kafka_target(params)
+        if kafka is not None:
+            return _kafka(ctx, params, group, topic, force, kafka)
         if params.get("timestamp") is None and offset_opt is None:
-            raise errors.UsageError("missing -s/--timestamp (or -b -q -o for one queue)")
+            raise errors.UsageError(
+                "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
+            )
         if queue_opt is not None and broker_opt is None:
             raise errors.UsageError("-q/--queue needs -b/--broker")
         if offset_opt is not None and queue_opt is None:
@@ -184,6 +221,68 @@ class ResetOffsetByTimeCommand(SubCommand):
             cplus=True if params.get("cplus") else None,
             no_wait=bool(params.get("no_wait")),
         )
+
+
+KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shift_by": "--shift-by"} | {
+    "to_offset": "--to-offset"
+}
+
+
+def _kafka_target(params: dict[str, Any]) -> tuple[str, int | None] | None:
+    """The one kafka-style target given (flag, N), None without one; refuses mixing it with -s/-o
+    or another target."""
+    given = [(flag, params.get(dest)) for dest, flag in KAFKA_FLAGS.items() if params.get(dest) not in (None, False)]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise errors.UsageError(f"{given[0][0]} and {given[1][0]} both choose the target: give one")
+    flag, value = given[0][0], given[0][1]
+    for dest, letter in (("timestamp", "-s"), ("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
+        if params.get(dest) not in (None, False):
+            raise errors.UsageError(f"{flag} chooses the target itself: drop {letter}")
+    return flag, (int(value) if isinstance(value, int) and not isinstance(value, bool) else None)
+
+
+def _kafka(
+    ctx: Context, params: dict[str, Any], group: str, topic: str, force: bool, kafka: tuple[str, int | None]
+) -> ResetResult:
+    """--to-earliest / --to-latest / --shift-by N / --to-offset N on every selected queue: exact
+    targets, planned, backed up and applied like any reset (a restore's path: written per queue)."""
+    flag, n = kafka
+    if params.get("queue") is not None and params.get("broker") is None:
+        raise errors.UsageError("-q/--queue needs -b/--broker")
+    if not params.get("dry_run"):
+        refuse_offline_write(ctx, "resetOffsetByTime")
+    admin = open_admin(ctx)
+    queues = _select(route_of(admin, topic), params.get("broker"), params.get("queue"))
+    current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
+    rows = current_rows(admin, queues, current)
+    clamped = []
+    for r in rows:
+        lo, hi, old = r.min_offset or 0, r.max_offset or 0, r.old_offset or 0
+        want = {"--to-earliest": lo, "--to-latest": hi, "--shift-by": old + (n or 0), "--to-offset": n or 0}[flag]
+        new = min(max(want, lo), hi)
+        if new != want:
+            clamped.append(f"{r.broker} queue {r.queue_id}: {want} -> {new}")
+        r.target = new
+        r.new_offset = new if force or new < old else old
+    shown = flag if n is None else f"{flag} {n}"
+    result = ResetResult(
+        group, topic, None, bool(params.get("dry_run")), rows, tz=ctx.tz, force=force, notes=[f"Target: {shown}"]
+    )
+    if clamped:
+        line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
+        result.notes.append(line)
+        ctx.env.warn(line)
+    return execute_plan(
+        ctx,
+        result,
+        reset_ts=None,
+        force=force,
+        backup_path=params.get("backup"),
+        explicit=True,
+        no_wait=bool(params.get("no_wait")),
+    )
 
 
 #: --exact reads forward from the nearest message at most this many messages
