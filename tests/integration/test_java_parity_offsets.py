@@ -48,7 +48,9 @@ G_CLONE_SRC = "OcCloneSrc"
 G_CLONE = ("OcCloneJava", "OcCloneOurs")
 G_RESET = ("OcResetJava", "OcResetOurs")
 G_BUSY = "OcBusy"  # online while the clone into it is refused
-GROUPS = (*G_SKIP, G_CLONE_SRC, *G_CLONE, *G_RESET, G_BUSY)
+G_EARLIEST = ("OcEarliestJava", "OcEarliestOurs")  # Java -s 0 beside ours --to-earliest
+G_SHIFT = "OcShift"  # ours --shift-by -2 (no Java equivalent)
+GROUPS = (*G_SKIP, G_CLONE_SRC, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT)
 #: the clone source's offsets, per queue (broker-a 0..3, broker-b 0..3)
 SOURCE_OFFSETS = (1, 4, 6, 0, 2, 5, 3, 6)
 
@@ -70,7 +72,7 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                     rb.create_topic(addr, TOPIC, QUEUES)
                 _produce(w)
                 _make_groups_known(w, GROUPS)
-                for group in (*G_SKIP, *G_CLONE, *G_RESET, G_BUSY):
+                for group in (*G_SKIP, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT):
                     _commit(w, group, dict(zip(w.queues, RESET_PRIOR, strict=True)))
                 _commit(w, G_CLONE_SRC, dict(zip(w.queues, SOURCE_OFFSETS, strict=True)))
                 yield w
@@ -104,6 +106,7 @@ def runs(world: World) -> Runs:
         "skip": ("skipAccumulatedMessage", "-g", G_SKIP[0], "-t", TOPIC),
         "clone": ("cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_CLONE[0], "-t", TOPIC, "-o", "true"),
         "reset": ("resetOffsetByTime", "-g", G_RESET[0], "-t", TOPIC, "-s", ts),
+        "earliest": ("resetOffsetByTime", "-g", G_EARLIEST[0], "-t", TOPIC, "-s", "0"),
     }
     with ThreadPoolExecutor(max_workers=1) as pool:
         java = pool.submit(world.java_many, calls)
@@ -113,9 +116,12 @@ def runs(world: World) -> Runs:
                 world, "cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_CLONE[1], "-t", TOPIC, "-o", "true"
             ),
             "reset": ours_java(world, "resetOffsetByTime", "-g", G_RESET[1], "-t", TOPIC, "-s", ts),
+            "earliest": ours_java(world, "resetOffsetByTime", "-g", G_EARLIEST[1], "-t", TOPIC, "--to-earliest"),
+            "shift": ours_java(world, "resetOffsetByTime", "-g", G_SHIFT, "-t", TOPIC, "--shift-by", "-2"),
         }
         java_out = java.result()
-    return Runs(java_out, ours, {g: committed(world, g) for g in (*G_SKIP, *G_CLONE, *G_RESET)})
+    groups = (*G_SKIP, *G_CLONE, *G_RESET, *G_EARLIEST, G_SHIFT)
+    return Runs(java_out, ours, {g: committed(world, g) for g in groups})
 
 
 def rows(text: str) -> dict[tuple[str, int], dict[str, str]]:
@@ -197,3 +203,16 @@ def test_skip_dry_run_shows_what_each_queue_skips(world: World, runs: Runs) -> N
     }
     assert committed(world, G_CLONE_SRC) == source
     assert re.search(r"backup", err.getvalue()) is None
+
+
+def test_to_earliest_equals_the_java_reset_to_time_zero(world: World, runs: Runs) -> None:
+    code, _, err = runs.ours["earliest"]
+    assert code == 0, err
+    assert runs.after[G_EARLIEST[0]] == runs.after[G_EARLIEST[1]] == {k: 0 for k in prior(world)}
+
+
+def test_shift_by_rewinds_and_keeps_inside_min(world: World, runs: Runs) -> None:
+    code, _, err = runs.ours["shift"]
+    assert code == 0, err
+    assert runs.after[G_SHIFT] == {k: max(o - 2, 0) for k, o in prior(world).items()}
+    assert "kept inside their [min, max]" in err  # RESET_PRIOR has queues at 0 and 1

@@ -25,7 +25,7 @@ from tests.support.faultproxy import Fault, FaultProxy
 
 pytestmark = pytest.mark.integration
 
-GROUP, SOURCE = "g", "src"
+GROUP, SOURCE = "g", "src"  # the group moved (skip, shift) or cloned into; the clone's source
 #: 10 messages per queue; the group is at 5 of each, the clone source at 2
 MAX = 10
 BASELINE = 5
@@ -76,6 +76,7 @@ def run(rig: Rig, command: str, fault: Fault, output: str) -> tuple[int, str, st
     args = {
         "skipAccumulatedMessage": ("skipAccumulatedMessage", "-g", GROUP, "-t", TOPIC),
         "cloneGroupOffset": ("cloneGroupOffset", "-s", SOURCE, "-d", GROUP, "-t", TOPIC),
+        "--shift-by": ("resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "--shift-by", "-3"),
     }[command]
     rig.proxy.arm(fault)
     return cli(*args, "-n", rig.namesrv, "--yes", "--timeout", TIMEOUT_S, "--output", output)
@@ -125,7 +126,8 @@ def check_and_undo(rig: Rig, code: int, out: str, err: str, output: str, planned
     return [rows[("broker-b", q)][0] for q in range(4)]
 
 
-COMMANDS = {"skipAccumulatedMessage": MAX, "cloneGroupOffset": 2}
+#: what each case runs -> the offset it plans on every queue
+COMMANDS = {"skipAccumulatedMessage": MAX, "cloneGroupOffset": 2, "--shift-by": BASELINE - 3}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
