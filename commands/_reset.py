@@ -65,10 +65,12 @@ class PlanRow:
     exact_from: int | None = None
     #: where the time (or the command's target) lands, before -f false kept a queue where it was
     target: int | None = None
+    #: the queue's topic ("": the result's one topic)
+    topic: str = ""
 
     @property
-    def mq_key(self) -> tuple[str, int]:
-        return (self.broker, self.queue_id)
+    def mq_key(self) -> tuple[str, str, int]:
+        return (self.topic, self.broker, self.queue_id)
 
     @property
     def delta(self) -> int:
@@ -134,6 +136,11 @@ class ResetResult:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def multi_topic(self) -> bool:
+        """The plan spans several topics (-t A,B, --all-topics): rows name their topic."""
+        return len({q.topic for q in self.queues if q.topic}) > 1
+
+    @property
     def undo(self) -> str | None:
         """The restore command, ready to paste."""
         if not self.backup:
@@ -158,6 +165,7 @@ class ResetResult:
             "queues": [
                 {
                     **({"client": q.client} if self.local_files is not None else {}),
+                    **({"topic": q.topic} if self.multi_topic else {}),
                     "broker": q.broker,
                     "queue_id": q.queue_id,
                     "old_offset": q.old_offset,
@@ -252,8 +260,10 @@ class ResetResult:
     def table(self) -> Table:
         local = self.local_files is not None
         outcomes = any(q.outcome is not None for q in self.queues)
+        multi = self.multi_topic
         rows: list[list[Any]] = [
             ([q.client] if local else [])
+            + ([q.topic] if multi else [])
             + [q.broker, q.queue_id, q.min_offset, q.max_offset, q.old_offset, q.new_offset, q.describe()]
             + ([q.outcome or "-"] if outcomes else [])
             for q in self.queues
@@ -307,10 +317,14 @@ class ResetResult:
             title = f"Skip plan for group {self.group} on topic {self.topic} (every queue to its max offset)"
         else:
             verb = "Restore" if self.restored_from else "Reset"
-            title = f"{verb} plan for group {self.group} on topic {self.topic}"
+            title = f"{verb} plan for group {self.group} on topic{'s' if multi else ''} {self.topic}"
         if local:
             title += " (local offsets files)"
-        columns = (["Client"] if local else []) + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
+        columns = (
+            (["Client"] if local else [])
+            + (["Topic"] if multi else [])
+            + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
+        )
         if outcomes:
             columns.append("Result")
         return Table(columns, rows, title, footer)
@@ -335,7 +349,7 @@ def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[Messag
     def row(mq: MessageQueue) -> PlanRow:
         lo, hi = admin.min_offset(mq), admin.max_offset(mq)
         old = consumer.get(mq, lo)
-        return PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old)
+        return PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old, topic=mq.topic)
 
     rows: list[PlanRow] = fan_out(row, queues)
     return rows
@@ -363,6 +377,8 @@ def execute_plan(
     (restore, -o), so no time-based broker reset is used. ``cplus``: ask brokers for the C++
     reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
     after the online clients' commit interval."""
+    for q in result.queues:
+        q.topic = q.topic or result.topic
     changed = [q for q in result.queues if q.changes]
     if not result.versions:
         result.versions = _versions(ctx.admin())
@@ -394,7 +410,11 @@ def execute_plan(
         address=admin.address,
         taken_at=int(time.time() * 1000),
         reason="restoreOffset" if result.restored_from else result.action,
-        offsets=[{"broker": q.broker, "queue_id": q.queue_id, "offset": q.old_offset} for q in result.queues],
+        offsets=[
+            {**({"topic": q.topic} if result.multi_topic else {}), "broker": q.broker, "queue_id": q.queue_id}
+            | {"offset": q.old_offset}
+            for q in result.queues
+        ],
         clusters=sorted({b.cluster for b in infos.values()}),
         brokers={name: b.addr for name, b in sorted(infos.items())},
     ).write(path)
@@ -404,9 +424,9 @@ def execute_plan(
     by_broker: dict[str, list[PlanRow]] = {}
     for q in changed:
         by_broker.setdefault(q.broker, []).append(q)
-    expected: dict[tuple[str, int], int] = {q.mq_key: q.new_offset for q in changed}
+    expected: dict[tuple[str, str, int], int] = {q.mq_key: q.new_offset for q in changed}
     pushed: set[str] = set()
-    acked: set[tuple[str, int]] = set()
+    acked: set[tuple[str, str, int]] = set()
 
     def apply(item: tuple[str, list[PlanRow]]) -> None:
         broker, rows = item
@@ -418,9 +438,9 @@ def execute_plan(
             if table is not None:
                 pushed.add(broker)
                 for mq, off in table.items():
-                    if (broker, mq.queue_id) in expected:
-                        expected[(broker, mq.queue_id)] = off
-                        acked.add((broker, mq.queue_id))
+                    if (mq.topic, broker, mq.queue_id) in expected:
+                        expected[(mq.topic, broker, mq.queue_id)] = off
+                        acked.add((mq.topic, broker, mq.queue_id))
         except errors.MqadminError as exc:
             result.errors.append(_error(broker, infos, str(exc), getattr(exc, "code", None)))
 
@@ -488,7 +508,7 @@ def _recheck(
 
     def read(q: PlanRow) -> int | None:
         try:
-            return admin.consumer_offset(result.group, MessageQueue(result.topic, q.broker, q.queue_id))
+            return admin.consumer_offset(result.group, MessageQueue(q.topic, q.broker, q.queue_id))
         except errors.MqadminError:
             return None
 
@@ -541,15 +561,16 @@ def _apply_broker(
     force: bool,
     explicit: bool,
     cplus: bool | None = None,
-    acked: set[tuple[str, int]] | None = None,
+    acked: set[tuple[str, str, int]] | None = None,
 ) -> tuple[str, dict[MessageQueue, int] | None]:
-    """Apply one broker's rows; ``acked`` collects every queue whose write the broker acknowledged."""
-    topic, group = result.topic, result.group
+    """Apply one broker's rows (of one or more topics); ``acked`` collects every queue whose
+    write the broker acknowledged."""
+    group = result.group
     done = acked if acked is not None else set()
     if info is not None and info.server_side_reset:
         for q in rows:
             admin.reset_offset_by_time(
-                topic,
+                q.topic,
                 group,
                 reset_ts if reset_ts is not None else 0,
                 True,
@@ -562,7 +583,9 @@ def _apply_broker(
     if not explicit and reset_ts is not None:
         try:
             cpp = cplus if cplus is not None else _cpp_consumer_online(admin, group)
-            table = admin.reset_offset_by_time(topic, group, reset_ts, force, broker_name=broker, cplus=cpp)
+            table: dict[MessageQueue, int] = {}
+            for topic in sorted({q.topic for q in rows}):  # a pushed reset names one topic
+                table |= admin.reset_offset_by_time(topic, group, reset_ts, force, broker_name=broker, cplus=cpp)
             return "broker-side reset (pushed to the online consumers)", table
         except errors.ConsumerNotOnline:
             how = "direct offset update (no consumer online)"
@@ -575,7 +598,7 @@ def _apply_broker(
     else:
         how = "direct offset update"
     for q in rows:
-        admin.update_consumer_offset(group, MessageQueue(topic, broker, q.queue_id), q.new_offset)
+        admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
         done.add(q.mq_key)
     return how, None
 
@@ -593,22 +616,22 @@ def _verify(
     ctx: Context,
     admin: Admin,
     result: ResetResult,
-    expected: dict[tuple[str, int], int],
+    expected: dict[tuple[str, str, int], int],
     pushed: set[str],
-    acked: set[tuple[str, int]],
+    acked: set[tuple[str, str, int]],
     infos: dict[str, BrokerInfo],
 ) -> None:
     """Read back every planned queue, on every broker (a failed apply may still have moved some),
     and record per queue what is true now. Pushed resets get time for the clients to commit."""
     old = {q.mq_key: q.old_offset for q in result.queues}
 
-    def read(k: tuple[str, int]) -> int | None:
+    def read(k: tuple[str, str, int]) -> int | None:
         try:
-            return admin.consumer_offset(result.group, MessageQueue(result.topic, k[0], k[1]))
+            return admin.consumer_offset(result.group, MessageQueue(*k))
         except errors.MqadminError:
             return None  # unreachable, or it answered with an error: we cannot know
 
-    def taken(k: tuple[str, int], v: int | None) -> bool:
+    def taken(k: tuple[str, str, int], v: int | None) -> bool:
         """A pushed reset is taken when the committed offset went to the target: seen at it, or
         (re-delivering) between it and where the consumers were, on their way forward again."""
         want, was = expected[k], old.get(k)
@@ -622,10 +645,10 @@ def _verify(
 
     deadline = time.monotonic() + (PUSH_VERIFY_TIMEOUT_S if pushed else 0)
     keys = list(expected)
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, str, int]] = set()
     actual = dict(zip(keys, fan_out(read, keys), strict=True))
-    seen |= {k for k, v in actual.items() if k[0] in pushed and taken(k, v)}
-    waiting = [k for k in keys if k[0] in pushed and k not in seen]
+    seen |= {k for k, v in actual.items() if k[1] in pushed and taken(k, v)}
+    waiting = [k for k in keys if k[1] in pushed and k not in seen]
     if waiting:
         while waiting and time.monotonic() < deadline:  # watch only the queues not seen taken yet
             time.sleep(PUSH_POLL_S)

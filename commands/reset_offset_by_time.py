@@ -72,7 +72,27 @@ class ResetOffsetByTimeCommand(SubCommand):
     java_output = True
     options = (
         required(GROUP),
-        required(TOPIC),
+        Opt(
+            "topic",
+            TOPIC.flags,
+            "Topic; several as A,B (mqadmin extension: planned, backed up and undone together)",
+            metavar="TOPIC",
+        ),
+        Opt(
+            "all_topics",
+            ("--all-topics",),
+            "Every topic the group has offsets for, instead of -t (%RETRY% topics only with --include-retry; "
+            "mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "include_retry",
+            ("--include-retry",),
+            "With --all-topics, the group's %RETRY% topic too (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
         TIMESTAMP,
         Opt(
             "force",
@@ -145,12 +165,13 @@ class ResetOffsetByTimeCommand(SubCommand):
 
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
         group: str = params["group"]
-        topic: str = params["topic"]
+        topics = _topics(ctx, params, group)
+        topic = ",".join(topics)
         force = parse_bool(params.get("force") or "true", "-f/--force")
         broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
         kafka = _kafka_target(params)
         if kafka is not None:
-            return _kafka(ctx, params, group, topic, force, kafka)
+            return _kafka(ctx, params, group, topics, force, kafka)
         if params.get("timestamp") is None and offset_opt is None:
             raise errors.UsageError(
                 "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
@@ -162,16 +183,17 @@ class ResetOffsetByTimeCommand(SubCommand):
         ts = ctx.time(params["timestamp"]) if params.get("timestamp") is not None else None
         if ts is not None and ts > ctx.now:
             ctx.env.warn(f"{format_time(ts, ctx.tz)} is in the future: every queue lands on its max offset")
+        if len(topics) > 1:
+            for dest, flag in (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
+                if params.get(dest) not in (None, False):
+                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({topic})")
         if params.get("local_store"):
             return _local(ctx, params, group, topic, ts, force)
         if not params.get("dry_run"):
             refuse_offline_write(ctx, "resetOffsetByTime")
 
         admin = open_admin(ctx)
-        route = route_of(admin, topic)
-        queues = _select(route, broker_opt, queue_opt)
-        current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
-        rows = current_rows(admin, queues, current)
+        rows = _current(admin, group, topics, broker_opt, queue_opt)
         if offset_opt is not None:
             row = rows[0]
             if not row.min_offset <= offset_opt <= row.max_offset:
@@ -186,7 +208,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             assert ts is not None
             if ts >= ctx.now and r.max_offset is not None:
                 return r.max_offset
-            return int(admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts))
+            return int(admin.search_offset(MessageQueue(r.topic, r.broker, r.queue_id), ts))
 
         targets = fan_out(target, rows)
         adjusted = False
@@ -228,6 +250,40 @@ KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shif
 }
 
 
+RETRY_PREFIX = "%RETRY%"
+
+
+def _topics(ctx: Context, params: dict[str, Any], group: str) -> list[str]:
+    """-t (one, or several as A,B) or --all-topics: the topics the group has offsets for."""
+    given = params.get("topic")
+    if params.get("include_retry") and not params.get("all_topics"):
+        raise errors.UsageError("--include-retry goes with --all-topics (or name the %RETRY% topic with -t)")
+    if params.get("all_topics"):
+        if given:
+            raise errors.UsageError("-t and --all-topics both choose the topics: give one")
+        if params.get("local_store"):
+            raise errors.UsageError("--all-topics reads the group's topics from the brokers: not with --local-store")
+        admin = open_admin(ctx)
+        found = sorted({mq.topic for mq in group_offsets(admin, group)})
+        found = [t for t in found if params.get("include_retry") or not t.startswith(RETRY_PREFIX)]
+        if not found:
+            raise errors.UsageError(f"group {group!r} has offsets only on its %RETRY% topic: --include-retry adds it")
+        return found
+    if not given:
+        raise errors.UsageError("missing -t/--topic (or --all-topics)")
+    topics = [t.strip() for t in str(given).split(",")]
+    if any(not t for t in topics) or len(set(topics)) != len(topics):
+        raise errors.UsageError(f"-t {given!r}: topics are named once each, separated by commas")
+    return topics
+
+
+def _current(admin: Admin, group: str, topics: list[str], broker: str | None, queue: int | None) -> list[PlanRow]:
+    """The selected queues of every topic with the group's offsets now (one plan for them all)."""
+    queues = [mq for t in topics for mq in _select(route_of(admin, t), broker, queue)]
+    current = {mq: w.consumer_offset for t in topics for mq, w in group_offsets(admin, group, t).items()}
+    return current_rows(admin, queues, current)
+
+
 def _kafka_target(params: dict[str, Any]) -> tuple[str, int | None] | None:
     """The one kafka-style target given (flag, N), None without one; refuses mixing it with -s/-o
     or another target."""
@@ -244,7 +300,7 @@ def _kafka_target(params: dict[str, Any]) -> tuple[str, int | None] | None:
 
 
 def _kafka(
-    ctx: Context, params: dict[str, Any], group: str, topic: str, force: bool, kafka: tuple[str, int | None]
+    ctx: Context, params: dict[str, Any], group: str, topics: list[str], force: bool, kafka: tuple[str, int | None]
 ) -> ResetResult:
     """--to-earliest / --to-latest / --shift-by N / --to-offset N on every selected queue: exact
     targets, planned, backed up and applied like any reset (a restore's path: written per queue)."""
@@ -254,21 +310,27 @@ def _kafka(
     if not params.get("dry_run"):
         refuse_offline_write(ctx, "resetOffsetByTime")
     admin = open_admin(ctx)
-    queues = _select(route_of(admin, topic), params.get("broker"), params.get("queue"))
-    current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
-    rows = current_rows(admin, queues, current)
+    rows = _current(admin, group, topics, params.get("broker"), params.get("queue"))
     clamped = []
     for r in rows:
         lo, hi, old = r.min_offset or 0, r.max_offset or 0, r.old_offset or 0
         want = {"--to-earliest": lo, "--to-latest": hi, "--shift-by": old + (n or 0), "--to-offset": n or 0}[flag]
         new = min(max(want, lo), hi)
         if new != want:
-            clamped.append(f"{r.broker} queue {r.queue_id}: {want} -> {new}")
+            where = f"{r.topic} " if len(topics) > 1 else ""
+            clamped.append(f"{where}{r.broker} queue {r.queue_id}: {want} -> {new}")
         r.target = new
         r.new_offset = new if force or new < old else old
     shown = flag if n is None else f"{flag} {n}"
     result = ResetResult(
-        group, topic, None, bool(params.get("dry_run")), rows, tz=ctx.tz, force=force, notes=[f"Target: {shown}"]
+        group,
+        ",".join(topics),
+        None,
+        bool(params.get("dry_run")),
+        rows,
+        tz=ctx.tz,
+        force=force,
+        notes=[f"Target: {shown}"],
     )
     if clamped:
         line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
@@ -301,7 +363,7 @@ def _check_landing(admin: Admin, topic: str, rows: list[PlanRow], targets: list[
         r, t = rows[i], targets[i]
         if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
             return None
-        mq = MessageQueue(topic, r.broker, r.queue_id)
+        mq = MessageQueue(r.topic, r.broker, r.queue_id)
         offset, seen = t, 0
         while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
             got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]

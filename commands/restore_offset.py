@@ -101,28 +101,31 @@ class RestoreOffsetCommand(SubCommand):
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
         _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")))
-        route = route_of(admin, backup.topic)
-        known = set(route.message_queues())
-        wanted = {MessageQueue(backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets}
-        missing = sorted(set(wanted) - known)
-        if missing:
-            raise errors.UsageError(
-                f"backup names queues topic {backup.topic} does not have on {admin.address}: "
-                f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
-            )
-        try:
-            current = {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, backup.topic).items()}
-        except errors.UsageError:
-            if backup.group not in admin.list_groups():
+        wanted = {
+            MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"]
+            for o in backup.offsets
+        }
+        current: dict[MessageQueue, int] = {}
+        for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
+            known = set(route_of(admin, topic).message_queues())
+            missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
+            if missing:
                 raise errors.UsageError(
-                    f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
-                    f"{backup.topic} and no subscription; nothing was changed"
-                ) from None
-            current = {}
+                    f"backup names queues topic {topic} does not have on {admin.address}: "
+                    f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
+                )
+            try:
+                current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
+            except errors.UsageError:
+                if backup.group not in admin.list_groups():
+                    raise errors.UsageError(
+                        f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
+                        f"{topic} and no subscription; nothing was changed"
+                    ) from None
         rows = current_rows(admin, sorted(wanted), current)
         outside = []
         for r in rows:
-            r.new_offset = wanted[MessageQueue(backup.topic, r.broker, r.queue_id)]
+            r.new_offset = wanted[MessageQueue(r.topic, r.broker, r.queue_id)]
             lo, hi = r.min_offset, r.max_offset
             if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
                 outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
