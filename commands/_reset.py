@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from mqadmin.localstore import OffsetsFile
     from mqadmin.model import ConsumerConnection
 
+EXPORT = Opt(
+    "export",
+    ("--export",),
+    "Write the plan to FILE.csv instead of applying it (group,topic,broker,queue,offset plus old_offset, "
+    "min_offset, max_offset; edit it and apply with restoreOffset --from FILE.csv; mqadmin extension)",
+    metavar="FILE",
+)
+#: the columns of an exported plan: kafka-consumer-groups' group,topic,partition,offset, where a
+#: RocketMQ queue is named by its broker and queue id; the last three are for reading only
+PLAN_COLUMNS = ("group", "topic", "broker", "queue", "offset", "old_offset", "min_offset", "max_offset")
+
 #: how long to watch for online clients to take a pushed reset (a Java push consumer pauses
 #: 10 s before it applies one, then commits it)
 PUSH_VERIFY_TIMEOUT_S = 15.0
@@ -134,6 +145,8 @@ class ResetResult:
     versions: dict[str, str] = field(default_factory=dict)
     #: lines about how the targets were chosen (e.g. offsets clamped to [min, max])
     notes: list[str] = field(default_factory=list)
+    #: --export: the plan was written to this CSV file instead of being applied
+    exported: str | None = None
 
     @property
     def multi_topic(self) -> bool:
@@ -195,6 +208,8 @@ class ResetResult:
             doc["source_group"] = self.source_group
         if self.notes:
             doc["notes"] = self.notes
+        if self.exported:
+            doc["exported"] = self.exported
         if self.errors:
             doc["errors"] = self.errors
         return doc
@@ -283,6 +298,13 @@ class ResetResult:
             )
         elif early:
             footer.append(f"--exact: {len(early)} queue(s) moved to the first message at or after the time")
+        if self.exported:
+            import shlex
+
+            footer.append(
+                f"Plan written to {self.exported}; apply it with: mqadmin restoreOffset --from "
+                f"{shlex.quote(self.exported)} -n {shlex.quote(self.address or '')}"
+            )
         if self.dry_run:
             footer.append("Dry run: nothing was changed.")
             if self.timestamp is not None and self.local_files is None:
@@ -372,8 +394,10 @@ def execute_plan(
     explicit: bool,
     cplus: bool | None = None,
     no_wait: bool = False,
+    export: str | None = None,
 ) -> ResetResult:
-    """Confirm, back up, apply per broker, read back. ``explicit``: offsets are exact targets
+    """Confirm, back up, apply per broker, read back (``export``: write the plan to a CSV file
+    instead, changing nothing). ``explicit``: offsets are exact targets
     (restore, -o), so no time-based broker reset is used. ``cplus``: ask brokers for the C++
     reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
     after the online clients' commit interval."""
@@ -382,6 +406,11 @@ def execute_plan(
     changed = [q for q in result.queues if q.changes]
     if not result.versions:
         result.versions = _versions(ctx.admin())
+    if export:
+        write_plan_csv(result, Path(export))
+        result.exported, result.dry_run, result.address = export, True, ctx.admin().address
+        ctx.env.note(f"plan written to {export}; nothing was changed")
+        return result
     if result.dry_run or not changed:
         if not changed and not result.dry_run:
             ctx.env.note("nothing to change: every queue is already at its target offset")
@@ -463,6 +492,25 @@ def execute_plan(
     if result.errors:
         result.failure = _failure_line(result, infos)
     return result
+
+
+def write_plan_csv(result: ResetResult, path: Path) -> None:
+    """The plan as CSV, written atomically: one row per queue, ``offset`` the planned one."""
+    import csv
+    import io
+
+    from mqadmin.safety import atomic_write
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(PLAN_COLUMNS)
+    for q in result.queues:
+        row = [result.group, q.topic or result.topic, q.broker, q.queue_id, q.new_offset, q.old_offset]
+        writer.writerow(["" if v is None else v for v in [*row, q.min_offset, q.max_offset]])
+    try:
+        atomic_write(path, buf.getvalue())
+    except OSError as exc:
+        raise errors.UsageError(f"--export {path}: {exc.strerror or exc}") from None
 
 
 def _error(broker: str, infos: dict[str, BrokerInfo], message: str, code: int | None) -> dict[str, Any]:

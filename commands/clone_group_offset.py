@@ -6,7 +6,7 @@ from typing import Any
 
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, TOPIC, YES, required
-from mqadmin.commands._reset import NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -66,6 +66,7 @@ class CloneGroupOffsetCommand(SubCommand):
             default=False,
         ),
         NO_WAIT,
+        EXPORT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -95,7 +96,7 @@ class CloneGroupOffsetCommand(SubCommand):
             if mq not in current:
                 r.old_offset = r.min_offset
             r.target = r.new_offset = source[mq]
-        if not params.get("dry_run"):
+        if not params.get("dry_run") and not params.get("export"):
             _refuse_online(admin, dest, bool(params.get("while_online")), ctx)
         result = ResetResult(
             dest,
@@ -115,6 +116,7 @@ class CloneGroupOffsetCommand(SubCommand):
             backup_path=params.get("backup"),
             explicit=True,
             no_wait=bool(params.get("no_wait")),
+            export=params.get("export"),
         )
 
 

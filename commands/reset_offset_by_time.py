@@ -26,7 +26,15 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import (
+    EXPORT,
+    NO_WAIT,
+    PlanRow,
+    ResetResult,
+    current_rows,
+    execute_local_plan,
+    execute_plan,
+)
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -156,6 +164,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             metavar="N",
         ),
         NO_WAIT,
+        EXPORT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -188,6 +197,8 @@ class ResetOffsetByTimeCommand(SubCommand):
                 if params.get(dest) not in (None, False):
                     raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({topic})")
         if params.get("local_store"):
+            if params.get("export"):
+                raise errors.UsageError("--export writes a broker plan: not with --local-store")
             return _local(ctx, params, group, topic, ts, force)
         if not params.get("dry_run"):
             refuse_offline_write(ctx, "resetOffsetByTime")
@@ -242,6 +253,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             explicit=offset_opt is not None or adjusted,
             cplus=True if params.get("cplus") else None,
             no_wait=bool(params.get("no_wait")),
+            export=params.get("export"),
         )
 
 
@@ -344,6 +356,7 @@ def _kafka(
         backup_path=params.get("backup"),
         explicit=True,
         no_wait=bool(params.get("no_wait")),
+        export=params.get("export"),
     )
 
 

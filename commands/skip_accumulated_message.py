@@ -6,7 +6,7 @@ from typing import Any
 
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, required
-from mqadmin.commands._reset import NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
 from mqadmin.commands.reset_offset_by_time import parse_bool
 
 from mqadmin.context import Context
@@ -38,6 +38,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
             metavar="true|false",
         ),
         NO_WAIT,
+        EXPORT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -76,4 +77,5 @@ class SkipAccumulatedMessageCommand(SubCommand):
             backup_path=params.get("backup"),
             explicit=False,
             no_wait=bool(params.get("no_wait")),
+            export=params.get("export"),
         )

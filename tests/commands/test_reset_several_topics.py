@@ -123,3 +123,19 @@ def test_time_reset_over_two_topics(store: Store, cli: Callable[..., CliResult])
     assert {(t, b, qid): after[t][(b, qid)] for (t, b, qid) in moved} == moved
     assert cli(*shlex.split(doc["undo"])[1:], "--yes").code == 0
     assert every(store) == before
+
+
+def test_a_plan_of_two_topics_round_trips_as_csv(store: Store, cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    before = every(store)
+    path = tmp_path / "plan.csv"
+    assert cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", ",".join(TOPICS), "--to-latest").code == 0
+    r = cli("resetOffsetByTime", "-n", store.address, "-g", "g", "--all-topics", "--to-earliest", "--export", str(path))
+    assert r.code == 0, r.stderr
+    assert {line.split(",")[1] for line in path.read_text().splitlines()[1:]} == set(TOPICS)
+    applied = cli("restoreOffset", "-n", store.address, "--from", str(path), "--yes", "--json")
+    assert applied.code == 0, applied.stderr
+    after = every(store)
+    assert all(set(after[t].values()) == {0} for t in TOPICS) and after[RETRY] == before[RETRY]
+    doc: Any = applied.json()
+    assert cli(*shlex.split(doc["undo"])[1:], "--yes").code == 0
+    assert all(set(every(store)[t].values()) == {10} for t in TOPICS)  # where --to-latest had put them
