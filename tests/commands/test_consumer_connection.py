@@ -98,5 +98,6 @@ def test_bad_input(make_store: Callable[..., Store], cli: Callable[..., CliResul
     r = cli("consumerProgress", "-n", store.address, "-g", GROUP, "--output", "java")
     assert r.code == 2 and r.stdout == ""
     assert r.stderr.strip() == (
-        "mqadmin: error: --output java is not available for consumerProgress (it is for: consumerConnection)"
+        "mqadmin: error: --output java is not available for consumerProgress (it is for: cloneGroupOffset, "
+        "consumerConnection, resetOffsetByTime, skipAccumulatedMessage)"
     )
