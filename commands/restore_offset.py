@@ -61,7 +61,14 @@ class RestoreOffsetCommand(SubCommand):
 
     name = "restoreOffset"
     options = (
-        Opt("from_", ("--from",), "Backup file to restore", required=True, metavar="BACKUP"),
+        Opt(
+            "from_",
+            ("--from",),
+            "Backup file to restore, or a plan written by --export (CSV: known by its .csv name or its header line; "
+            "-n required)",
+            required=True,
+            metavar="BACKUP",
+        ),
         GROUP,
         TOPIC,
         CLAMP,

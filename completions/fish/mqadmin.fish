@@ -202,7 +202,7 @@ complete -c mqadmin -n '__fish_seen_subcommand_from resetOffsetByTime reset-offs
 complete -c mqadmin -n '__fish_seen_subcommand_from resetOffsetByTime reset-offset-by-time' -l no-color -d 'No colour (NO_COLOR is honoured too)'
 complete -c mqadmin -n '__fish_seen_subcommand_from resetOffsetByTime reset-offset-by-time' -l traceback -d 'Show the Python traceback on errors (for bug reports)'
 complete -c mqadmin -n '__fish_seen_subcommand_from resetOffsetByTime reset-offset-by-time' -s h -l help -d 'Show this message and exit.'
-complete -c mqadmin -n '__fish_seen_subcommand_from restoreOffset restore-offset' -l from -r -F -d 'Backup file to restore'
+complete -c mqadmin -n '__fish_seen_subcommand_from restoreOffset restore-offset' -l from -r -F -d 'Backup file to restore, or a plan written by --export (CSV: known by its .csv name or its header line; -n required)'
 complete -c mqadmin -n '__fish_seen_subcommand_from restoreOffset restore-offset' -s g -l group -l groupName -r -d 'Consumer group'
 complete -c mqadmin -n '__fish_seen_subcommand_from restoreOffset restore-offset' -s t -l topic -l topicName -r -d 'Topic'
 complete -c mqadmin -n '__fish_seen_subcommand_from restoreOffset restore-offset' -l clamp -d 'Move a backup offset that lies outside the queue\'s [min, max] today (e.g. retention deleted the messages) to the nearest bound; without it such a backup is refused'
