@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from mqadmin import errors
 from mqadmin.cli import main
+from mqadmin.model import Message, MessageQueue
 from mqadmin.output import Env
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
@@ -50,7 +53,11 @@ G_RESET = ("OcResetJava", "OcResetOurs")
 G_BUSY = "OcBusy"  # online while the clone into it is refused
 G_EARLIEST = ("OcEarliestJava", "OcEarliestOurs")  # Java -s 0 beside ours --to-earliest
 G_SHIFT = "OcShift"  # ours --shift-by -2 (no Java equivalent)
-GROUPS = (*G_SKIP, G_CLONE_SRC, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT)
+G_MULTI = "OcMulti"  # offsets on TOPIC and OTHER: --all-topics, one backup, one undo
+G_PLAN = "OcPlan"  # --export FILE.csv, edited, restoreOffset --from FILE.csv
+GROUPS = (*G_SKIP, G_CLONE_SRC, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT, G_MULTI, G_PLAN)
+OTHER = "OcOtherTopic"  # a second topic: 2 queues per broker, 3 messages each
+OTHER_QUEUES, OTHER_PER_QUEUE = 2, 3
 #: the clone source's offsets, per queue (broker-a 0..3, broker-b 0..3)
 SOURCE_OFFSETS = (1, 4, 6, 0, 2, 5, 3, 6)
 
@@ -72,12 +79,39 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                     rb.create_topic(addr, TOPIC, QUEUES)
                 _produce(w)
                 _make_groups_known(w, GROUPS)
-                for group in (*G_SKIP, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT):
+                for addr in cluster.broker_addrs:
+                    rb.create_topic(addr, OTHER, OTHER_QUEUES)
+                other = _other_queues(w)
+                for i in range(OTHER_PER_QUEUE * len(other)):
+                    mq = other[i % len(other)]
+                    w.admin.send(OTHER, Message(OTHER, f"other-{i}".encode(), {"TAGS": "TagA"}), queue=mq)
+                _commit(w, G_MULTI, dict.fromkeys(other, 2))
+                for group in (*G_SKIP, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT, G_MULTI, G_PLAN):
                     _commit(w, group, dict(zip(w.queues, RESET_PRIOR, strict=True)))
                 _commit(w, G_CLONE_SRC, dict(zip(w.queues, SOURCE_OFFSETS, strict=True)))
                 yield w
             finally:
                 admin.close()
+
+
+def _other_queues(world: World) -> list[MessageQueue]:
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            queues = world.admin.topic_route(OTHER).message_queues()
+            if len(queues) == OTHER_QUEUES * BROKERS:
+                return queues
+        except errors.TopicNotExist:
+            pass
+        assert time.monotonic() < deadline, f"no route for {OTHER}"
+        time.sleep(0.1)
+
+
+def ours(world: World, *args: str) -> tuple[int, Any, str]:
+    out, err = io.StringIO(), io.StringIO()
+    argv = [*args, "-n", world.cluster.namesrv_addr, "--json", "--timeout", str(WAIT), "--yes"]
+    code = main(argv, env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
+    return code, json.loads(out.getvalue()) if out.getvalue().strip() else None, err.getvalue()
 
 
 def ours_java(world: World, *args: str) -> tuple[int, str, str]:
@@ -216,3 +250,36 @@ def test_shift_by_rewinds_and_keeps_inside_min(world: World, runs: Runs) -> None
     assert code == 0, err
     assert runs.after[G_SHIFT] == {k: max(o - 2, 0) for k, o in prior(world).items()}
     assert "kept inside their [min, max]" in err  # RESET_PRIOR has queues at 0 and 1
+
+
+def test_all_topics_one_backup_one_undo(world: World, runs: Runs) -> None:
+    other = {(mq.broker_name, mq.queue_id): 2 for mq in _other_queues(world)}
+    before = committed(world, G_MULTI)
+    code, doc, err = ours(world, "resetOffsetByTime", "-g", G_MULTI, "--all-topics", "--to-earliest")
+    assert code == 0, err
+    assert {q["topic"] for q in doc["queues"]} == {TOPIC, OTHER}  # no %RETRY% topic
+    assert all(q.get("outcome", "applied") == "applied" for q in doc["queues"])  # none on unmoved queues
+    assert set(committed(world, G_MULTI).values()) == {0}
+    assert {k: world.admin.consumer_offset(G_MULTI, MessageQueue(OTHER, *k)) for k in other} == dict.fromkeys(other, 0)
+    code, _, err = ours(world, *doc["undo"].split()[1:])
+    assert code == 0, err
+    assert committed(world, G_MULTI) == before
+    assert {k: world.admin.consumer_offset(G_MULTI, MessageQueue(OTHER, *k)) for k in other} == other
+
+
+def test_exported_plan_edited_and_applied(world: World, runs: Runs) -> None:
+    plan = world.workdir / "plan.csv"
+    before = committed(world, G_PLAN)
+    code, doc, err = ours(world, "skipAccumulatedMessage", "-g", G_PLAN, "-t", TOPIC, "--export", str(plan))
+    assert code == 0 and doc["exported"] == str(plan), err
+    assert committed(world, G_PLAN) == before
+    lines = plan.read_text().splitlines()
+    assert lines[0] == "group,topic,broker,queue,offset,old_offset,min_offset,max_offset"
+    first = lines[1].split(",")
+    first[4] = "1"  # edit: one queue to offset 1, the rest to the end
+    plan.write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    code, doc, err = ours(world, "restoreOffset", "--from", str(plan))
+    assert code == 0, err
+    want = {k: PER_QUEUE for k in before} | {(first[2], int(first[3])): 1}
+    assert committed(world, G_PLAN) == want
+    assert all(q.get("outcome", "applied") == "applied" for q in doc["queues"])  # none on unmoved queues
