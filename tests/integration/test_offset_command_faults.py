@@ -25,6 +25,8 @@ from tests.support.faultproxy import Fault, FaultProxy
 
 pytestmark = pytest.mark.integration
 
+#: a second topic of the group (--all-topics moves both in one change)
+TOPIC2 = "T2"
 GROUP, SOURCE = "g", "src"  # the group moved (skip, shift) or cloned into; the clone's source
 #: 10 messages per queue; the group is at 5 of each, the clone source at 2
 MAX = 10
@@ -33,12 +35,13 @@ BASELINE = 5
 
 def make_rig(root: Path, version: str) -> Iterator[Rig]:
     cluster = MockCluster.create(root, ("broker-a", "broker-b"), version=version)
-    fill_topic(cluster, TOPIC, 80, START, END)
+    for topic in (TOPIC, TOPIC2):
+        fill_topic(cluster, topic, 80, START, END)
     for broker in cluster.brokers.values():
-        for group, offset in ((GROUP, BASELINE), (SOURCE, 2)):
-            commit_at_time(broker, group, TOPIC, None)  # makes the group known, then the exact offsets
+        for group, topic, offset in ((GROUP, TOPIC, BASELINE), (SOURCE, TOPIC, 2), (GROUP, TOPIC2, BASELINE)):
+            commit_at_time(broker, group, topic, None)  # makes the group known, then the exact offsets
             for q in range(4):
-                broker.update_consumer_offset(group, TOPIC, q, offset)
+                broker.update_consumer_offset(group, topic, q, offset)
     cluster.close()
     proxy = FaultProxy()
     server = served.start(root, advertise={"broker-b": proxy.addr})
@@ -61,11 +64,11 @@ def rig4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     yield from make_rig(tmp_path_factory.mktemp("cmdfaults4") / "store", "4.9.8")
 
 
-def state(rig: Rig, group: str = GROUP) -> dict[tuple[str, int], int]:
+def state(rig: Rig, group: str = GROUP, topic: str = TOPIC) -> dict[tuple[str, int], int]:
     rig.proxy.arm(Fault())
     admin = connect(rig.namesrv, timeout=5)
     try:
-        return {(b, q): admin.consumer_offset(group, MessageQueue(TOPIC, b, q)) or 0 for b, q in QUEUES}
+        return {(b, q): admin.consumer_offset(group, MessageQueue(topic, b, q)) or 0 for b, q in QUEUES}
     finally:
         admin.close()
 
@@ -165,3 +168,33 @@ def test_4x_cut_after_2_of_4_writes(rig4: Rig, command: str) -> None:
     code, out, err = run(rig4, command, Fault(cut_at=3), "json")
     outcomes = check_and_undo(rig4, code, out, err, "json", COMMANDS[command])
     assert outcomes == ["applied"] * 2 + ["unchanged"] * 2
+
+
+def test_two_topics_cut_mid_apply_one_undo_restores_both(rig5: Rig) -> None:
+    """--all-topics: broker-b takes 8 writes (4 queues of each topic); cut at the 3rd. What is
+    printed per (topic, queue) is what the brokers hold, and the one undo line restores both."""
+    for topic in (TOPIC, TOPIC2):
+        assert set(state(rig5, topic=topic).values()) == {BASELINE}
+    rig5.proxy.arm(Fault(cut_at=3))
+    args = ("resetOffsetByTime", "-g", GROUP, "--all-topics", "--shift-by", "-3", "-n", rig5.namesrv, "--yes")
+    code, out, err = cli(*args, "--timeout", TIMEOUT_S, "--json")
+    assert code == 1, err
+    doc: dict[str, Any] = json.loads(out)
+    now = {t: state(rig5, topic=t) for t in (TOPIC, TOPIC2)}
+    assert {q["topic"] for q in doc["queues"]} == {TOPIC, TOPIC2}
+    for q in doc["queues"]:
+        held = now[q["topic"]][(q["broker"], q["queue_id"])]
+        if q["outcome"] == "applied":
+            assert held == q["new_offset"] == BASELINE - 3, q
+        else:
+            assert q["outcome"] == "unchanged" and held == BASELINE, q
+    b_applied = [q for q in doc["queues"] if q["broker"] == "broker-b" and q["outcome"] == "applied"]
+    assert len(b_applied) == 2
+    saved = json.loads(Path(doc["backup"]).read_text())
+    assert {o["topic"] for o in saved["offsets"]} == {TOPIC, TOPIC2}
+    assert f"restore with: {doc['undo']}" in err.strip().splitlines()[-1]
+    rig5.proxy.arm(Fault())
+    back, _, back_err = cli(*shlex.split(doc["undo"])[1:], "--yes", "--timeout", "5")
+    assert back == 0, back_err
+    for topic in (TOPIC, TOPIC2):
+        assert set(state(rig5, topic=topic).values()) == {BASELINE}
