@@ -153,6 +153,10 @@ class ResetResult:
         """The plan spans several topics (-t A,B, --all-topics): rows name their topic."""
         return len({q.topic for q in self.queues if q.topic}) > 1
 
+    def where(self, q: PlanRow) -> str:
+        """A row's topic as a prefix, when the plan has several (else nothing)."""
+        return f"{q.topic} " if self.multi_topic else ""
+
     @property
     def undo(self) -> str | None:
         """The restore command, ready to paste."""
@@ -316,7 +320,9 @@ class ResetResult:
             if self.verified == self.planned:
                 footer.append(f"Verified: {self.verified} queues read back at their planned offsets")
             else:
-                wrong = [f"{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if _not_applied(q)]
+                wrong = [
+                    f"{self.where(q)}{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if _not_applied(q)
+                ]
                 footer.append(
                     f"Verified: {self.verified} of {self.planned} queues read back at their planned offsets; "
                     f"not: {'; '.join(wrong)}"
@@ -571,7 +577,7 @@ def _recheck(
             undone = got < q.new_offset
         if undone:
             q.outcome = f"undone: at {got} (committed by {_ids(online)})"
-            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+            result.errors.append(_error(q.broker, infos, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
     result.verified = sum(1 for q in result.queues if _applied(q))
 
 
@@ -728,7 +734,7 @@ def _verify(
         else:
             q.outcome = f"at {got} (planned {want})"
         if not _applied(q) and q.broker not in failed_brokers:
-            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+            result.errors.append(_error(q.broker, infos, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
     result.verified, result.planned = verified, len(expected)
 
 

@@ -78,7 +78,7 @@ class CloneGroupOffsetCommand(SubCommand):
         topic: str = params["topic"].strip()
         if src == dest:
             raise errors.UsageError(f"-s and -d name the same group {src!r}: nothing to clone")
-        if not params.get("dry_run"):
+        if not params.get("dry_run") and not params.get("export"):
             refuse_offline_write(ctx, self.name)
         admin = open_admin(ctx)
         known = set(route_of(admin, topic).message_queues())

@@ -200,7 +200,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             if params.get("export"):
                 raise errors.UsageError("--export writes a broker plan: not with --local-store")
             return _local(ctx, params, group, topic, ts, force)
-        if not params.get("dry_run"):
+        if not params.get("dry_run") and not params.get("export"):
             refuse_offline_write(ctx, "resetOffsetByTime")
 
         admin = open_admin(ctx)
@@ -229,7 +229,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             old = new if r.old_offset is None else r.old_offset
             r.target = new
             r.new_offset = new if force or new < old else old
-        if adjusted and not params.get("dry_run"):
+        if adjusted and not params.get("dry_run") and not params.get("export"):
             _require_offline(admin, group)
         # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
         result = ResetResult(
@@ -319,7 +319,7 @@ def _kafka(
     flag, n = kafka
     if params.get("queue") is not None and params.get("broker") is None:
         raise errors.UsageError("-q/--queue needs -b/--broker")
-    if not params.get("dry_run"):
+    if not params.get("dry_run") and not params.get("export"):
         refuse_offline_write(ctx, "resetOffsetByTime")
     admin = open_admin(ctx)
     rows = _current(admin, group, topics, params.get("broker"), params.get("queue"))

@@ -48,7 +48,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
         group: str = params["group"]
         topic: str = params["topic"]
         force = parse_bool(params.get("force") or "true", "-f/--force")
-        if not params.get("dry_run"):
+        if not params.get("dry_run") and not params.get("export"):
             refuse_offline_write(ctx, self.name)
         admin = open_admin(ctx)
         queues = route_of(admin, topic).message_queues()
