@@ -127,3 +127,24 @@ def test_output_java_is_the_java_tools_table(
     assert len(lines) == 9
     assert set(offsets(store, "g").values()) == {100}
     assert "backup of the current offsets" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["skip", "clone"])
+def test_terminal_confirmation_shows_the_plan_and_declining_changes_nothing(
+    command: str, make_store: Callable[..., Store], mqadmin_home: Path
+) -> None:
+    from tests.commands.test_reset_offset_by_time import _run_on_terminal
+
+    store = make_store(count=800, groups={"g": store_hour_ago(), "src": None})
+    before = offsets(store, "g")
+    args = {
+        "skip": [SKIP, "-g", "g", "-t", "TopicTest"],
+        "clone": ["cloneGroupOffset", "-s", "src", "-d", "g", "-t", "TopicTest"],
+    }[command] + ["-n", store.address]
+    code, err = _run_on_terminal(args, "n\n")
+    assert code == 4 and "Apply to 8 queue(s) of group g" in err and "cancelled, nothing changed" in err
+    assert "skips" in err  # the plan is shown before the question
+    assert offsets(store, "g") == before and not (mqadmin_home / "backups").exists()
+    code, err = _run_on_terminal(args, "y\n")
+    assert code == 0, err
+    assert set(offsets(store, "g").values()) == {100}
