@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from mqadmin.localstore import OffsetsFile
     from mqadmin.model import ConsumerConnection
 
+EXPORT = Opt(
+    "export",
+    ("--export",),
+    "Write the plan to FILE.csv instead of applying it (group,topic,broker,queue,offset plus old_offset, "
+    "min_offset, max_offset; edit it and apply with restoreOffset --from FILE.csv; mqadmin extension)",
+    metavar="FILE",
+)
+#: the columns of an exported plan: kafka-consumer-groups' group,topic,partition,offset, where a
+#: RocketMQ queue is named by its broker and queue id; the last three are for reading only
+PLAN_COLUMNS = ("group", "topic", "broker", "queue", "offset", "old_offset", "min_offset", "max_offset")
+
 #: how long to watch for online clients to take a pushed reset (a Java push consumer pauses
 #: 10 s before it applies one, then commits it)
 PUSH_VERIFY_TIMEOUT_S = 15.0
@@ -63,10 +74,14 @@ class PlanRow:
     lands_before_ms: int | None = None
     #: --exact moved the queue from the nearest message to the first at or after the time
     exact_from: int | None = None
+    #: where the time (or the command's target) lands, before -f false kept a queue where it was
+    target: int | None = None
+    #: the queue's topic ("": the result's one topic)
+    topic: str = ""
 
     @property
-    def mq_key(self) -> tuple[str, int]:
-        return (self.broker, self.queue_id)
+    def mq_key(self) -> tuple[str, str, int]:
+        return (self.topic, self.broker, self.queue_id)
 
     @property
     def delta(self) -> int:
@@ -119,6 +134,28 @@ class ResetResult:
     planned: int | None = None
     #: a note on durability (real brokers persist consumer offsets on their own schedule)
     durability: str | None = None
+    #: the command that made the plan (the backup's reason, the title, the Java text)
+    action: str = "resetOffsetByTime"
+    #: -f as parsed, and -s as typed (the Java text echoes both)
+    force: bool = True
+    timestamp_text: str | None = None
+    #: cloneGroupOffset: the group whose offsets are copied
+    source_group: str | None = None
+    #: broker name -> version, from the cluster (the Java text follows the broker's version)
+    versions: dict[str, str] = field(default_factory=dict)
+    #: lines about how the targets were chosen (e.g. offsets clamped to [min, max])
+    notes: list[str] = field(default_factory=list)
+    #: --export: the plan was written to this CSV file instead of being applied
+    exported: str | None = None
+
+    @property
+    def multi_topic(self) -> bool:
+        """The plan spans several topics (-t A,B, --all-topics): rows name their topic."""
+        return len({q.topic for q in self.queues if q.topic}) > 1
+
+    def where(self, q: PlanRow) -> str:
+        """A row's topic as a prefix, when the plan has several (else nothing)."""
+        return f"{q.topic} " if self.multi_topic else ""
 
     @property
     def undo(self) -> str | None:
@@ -145,6 +182,7 @@ class ResetResult:
             "queues": [
                 {
                     **({"client": q.client} if self.local_files is not None else {}),
+                    **({"topic": q.topic} if self.multi_topic else {}),
                     "broker": q.broker,
                     "queue_id": q.queue_id,
                     "old_offset": q.old_offset,
@@ -170,22 +208,88 @@ class ResetResult:
             doc["local_store"] = [f.to_json() for f in self.local_files]
         if self.restored_from:
             doc["restored_from"] = self.restored_from
+        if self.source_group is not None:
+            doc["source_group"] = self.source_group
+        if self.notes:
+            doc["notes"] = self.notes
+        if self.exported:
+            doc["exported"] = self.exported
         if self.errors:
             doc["errors"] = self.errors
         return doc
 
+    def java_text(self) -> str:
+        """The Java tool's text for this command, column for column (its printf formats; the
+        words differ between the 4.9 and 5.x tools, so they follow the brokers' version)."""
+        if self.source_group is not None:
+            # Java prints this without a line break; ours ends the line
+            return (
+                f"clone group offset success. srcGroup[{self.source_group}], destGroup=[{self.group}], "
+                f"topic[{self.topic}]\n"
+            )
+        from mqadmin.admin import version_tuple
+
+        versions = [self.versions.get(q.broker, "") for q in self.queues] or list(self.versions.values())
+        v4 = any(v and version_tuple(v) < (5,) for v in versions)
+        skip = self.action == "skipAccumulatedMessage"
+        ts_long = -1 if skip else (self.timestamp if self.timestamp is not None else 0)
+        ts_text = self.timestamp_text if self.timestamp_text is not None else str(ts_long)
+        force = "true" if self.force else "false"
+        lines: list[str] = []
+        if not skip and self.timestamp is None and len(self.queues) == 1:  # -b -q -o
+            q = self.queues[0]
+            lines.append(
+                f"start reset consumer offset by specified, group[{self.group}], topic[{self.topic}], "
+                f"queueId[{q.queue_id}], broker[{q.broker}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+            )
+            lines.append(f"reset consumer offset to {q.new_offset}")
+            return "\n".join(lines) + "\n"
+        if self.method:
+            old_form = any(m.startswith("direct") for m in self.method.values())
+        else:
+            old_form = not versions or any(not v or version_tuple(v) < (5, 2) for v in versions)
+        rows = sorted(self.queues, key=lambda q: (q.broker, q.queue_id))
+        if old_form:
+            if not skip:
+                verb = "rollback" if v4 else "reset"
+                lines.append(
+                    f"{verb} consumer offset by specified consumerGroup[{self.group}], topic[{self.topic}], "
+                    f"force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+                )
+            last = "#rollbackOffset" if v4 or skip else "#resetOffset"
+            heads = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", last)
+            lines.append("  ".join(f"{h:<20}" for h in heads))
+            for q in rows:
+                old = q.old_offset if q.old_offset is not None else (q.min_offset or 0)
+                target = q.target if q.target is not None else q.new_offset
+                cells = (q.broker[:32], q.queue_id, q.max_offset or 0, old, target, q.new_offset)
+                lines.append("  ".join(f"{c:<20}" for c in cells))
+        else:
+            if not skip:
+                head = "rollback consumer offset" if v4 else "start reset consumer offset"
+                lines.append(
+                    f"{head} by specified{'' if v4 else ','} group[{self.group}], topic[{self.topic}], "
+                    f"force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+                )
+            lines.append("  ".join(f"{h:<40}" for h in ("#brokerName", "#queueId", "#offset")))
+            for q in rows:
+                lines.append("  ".join(f"{c:<40}" for c in (q.broker[:32], q.queue_id, q.new_offset)))
+        return "\n".join(lines) + "\n"
+
     def table(self) -> Table:
         local = self.local_files is not None
         outcomes = any(q.outcome is not None for q in self.queues)
+        multi = self.multi_topic
         rows: list[list[Any]] = [
             ([q.client] if local else [])
+            + ([q.topic] if multi else [])
             + [q.broker, q.queue_id, q.min_offset, q.max_offset, q.old_offset, q.new_offset, q.describe()]
             + ([q.outcome or "-"] if outcomes else [])
             for q in self.queues
         ]
         redeliver = sum(-q.delta for q in self.queues if q.delta < 0)
         skip = sum(q.delta for q in self.queues if q.delta > 0)
-        footer = [f"Total: re-delivers {redeliver}, skips {skip}"]
+        footer = [f"Total: re-delivers {redeliver}, skips {skip}", *self.notes]
         if self.timestamp is not None:
             from mqadmin.timeparse import format_time
 
@@ -198,6 +302,13 @@ class ResetResult:
             )
         elif early:
             footer.append(f"--exact: {len(early)} queue(s) moved to the first message at or after the time")
+        if self.exported:
+            import shlex
+
+            footer.append(
+                f"Plan written to {self.exported}; apply it with: mqadmin restoreOffset --from "
+                f"{shlex.quote(self.exported)} -n {shlex.quote(self.address or '')}"
+            )
         if self.dry_run:
             footer.append("Dry run: nothing was changed.")
             if self.timestamp is not None and self.local_files is None:
@@ -209,7 +320,9 @@ class ResetResult:
             if self.verified == self.planned:
                 footer.append(f"Verified: {self.verified} queues read back at their planned offsets")
             else:
-                wrong = [f"{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if _not_applied(q)]
+                wrong = [
+                    f"{self.where(q)}{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if _not_applied(q)
+                ]
                 footer.append(
                     f"Verified: {self.verified} of {self.planned} queues read back at their planned offsets; "
                     f"not: {'; '.join(wrong)}"
@@ -226,11 +339,20 @@ class ResetResult:
         for e in self.errors:
             where = f"{e['broker']} ({e['address']})" if e.get("address") else e["broker"]
             footer.append(f"FAILED {where}: {e['message']}")
-        verb = "Restore" if self.restored_from else "Reset"
-        title = f"{verb} plan for group {self.group} on topic {self.topic}"
+        if self.source_group is not None:
+            title = f"Clone plan for group {self.group} from group {self.source_group} on topic {self.topic}"
+        elif self.action == "skipAccumulatedMessage":
+            title = f"Skip plan for group {self.group} on topic {self.topic} (every queue to its max offset)"
+        else:
+            verb = "Restore" if self.restored_from else "Reset"
+            title = f"{verb} plan for group {self.group} on topic{'s' if multi else ''} {self.topic}"
         if local:
             title += " (local offsets files)"
-        columns = (["Client"] if local else []) + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
+        columns = (
+            (["Client"] if local else [])
+            + (["Topic"] if multi else [])
+            + ["Broker", "QID", "Min", "Max", "Old Offset", "New Offset", "Change"]
+        )
         if outcomes:
             columns.append("Result")
         return Table(columns, rows, title, footer)
@@ -255,7 +377,7 @@ def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[Messag
     def row(mq: MessageQueue) -> PlanRow:
         lo, hi = admin.min_offset(mq), admin.max_offset(mq)
         old = consumer.get(mq, lo)
-        return PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old)
+        return PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old, topic=mq.topic)
 
     rows: list[PlanRow] = fan_out(row, queues)
     return rows
@@ -278,12 +400,23 @@ def execute_plan(
     explicit: bool,
     cplus: bool | None = None,
     no_wait: bool = False,
+    export: str | None = None,
 ) -> ResetResult:
-    """Confirm, back up, apply per broker, read back. ``explicit``: offsets are exact targets
+    """Confirm, back up, apply per broker, read back (``export``: write the plan to a CSV file
+    instead, changing nothing). ``explicit``: offsets are exact targets
     (restore, -o), so no time-based broker reset is used. ``cplus``: ask brokers for the C++
     reset body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back
     after the online clients' commit interval."""
+    for q in result.queues:
+        q.topic = q.topic or result.topic
     changed = [q for q in result.queues if q.changes]
+    if not result.versions:
+        result.versions = _versions(ctx.admin())
+    if export:
+        write_plan_csv(result, Path(export))
+        result.exported, result.dry_run, result.address = export, True, ctx.admin().address
+        ctx.env.note(f"plan written to {export}; nothing was changed")
+        return result
     if result.dry_run or not changed:
         if not changed and not result.dry_run:
             ctx.env.note("nothing to change: every queue is already at its target offset")
@@ -301,6 +434,7 @@ def execute_plan(
             raise errors.Cancelled()
     admin = ctx.admin(write=True)
     infos = {b.broker_name: b for b in admin.cluster_brokers()}
+    result.versions = {name: b.version for name, b in infos.items()}
     path = (
         Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
     )
@@ -310,8 +444,12 @@ def execute_plan(
         topic=result.topic,
         address=admin.address,
         taken_at=int(time.time() * 1000),
-        reason="restoreOffset" if result.restored_from else "resetOffsetByTime",
-        offsets=[{"broker": q.broker, "queue_id": q.queue_id, "offset": q.old_offset} for q in result.queues],
+        reason="restoreOffset" if result.restored_from else result.action,
+        offsets=[
+            {**({"topic": q.topic} if result.multi_topic else {}), "broker": q.broker, "queue_id": q.queue_id}
+            | {"offset": q.old_offset}
+            for q in result.queues
+        ],
         clusters=sorted({b.cluster for b in infos.values()}),
         brokers={name: b.addr for name, b in sorted(infos.items())},
     ).write(path)
@@ -321,9 +459,9 @@ def execute_plan(
     by_broker: dict[str, list[PlanRow]] = {}
     for q in changed:
         by_broker.setdefault(q.broker, []).append(q)
-    expected: dict[tuple[str, int], int] = {q.mq_key: q.new_offset for q in changed}
+    expected: dict[tuple[str, str, int], int] = {q.mq_key: q.new_offset for q in changed}
     pushed: set[str] = set()
-    acked: set[tuple[str, int]] = set()
+    acked: set[tuple[str, str, int]] = set()
 
     def apply(item: tuple[str, list[PlanRow]]) -> None:
         broker, rows = item
@@ -335,9 +473,9 @@ def execute_plan(
             if table is not None:
                 pushed.add(broker)
                 for mq, off in table.items():
-                    if (broker, mq.queue_id) in expected:
-                        expected[(broker, mq.queue_id)] = off
-                        acked.add((broker, mq.queue_id))
+                    if (mq.topic, broker, mq.queue_id) in expected:
+                        expected[(mq.topic, broker, mq.queue_id)] = off
+                        acked.add((mq.topic, broker, mq.queue_id))
         except errors.MqadminError as exc:
             result.errors.append(_error(broker, infos, str(exc), getattr(exc, "code", None)))
 
@@ -362,12 +500,39 @@ def execute_plan(
     return result
 
 
+def write_plan_csv(result: ResetResult, path: Path) -> None:
+    """The plan as CSV, written atomically: one row per queue, ``offset`` the planned one."""
+    import csv
+    import io
+
+    from mqadmin.safety import atomic_write
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(PLAN_COLUMNS)
+    for q in result.queues:
+        row = [result.group, q.topic or result.topic, q.broker, q.queue_id, q.new_offset, q.old_offset]
+        writer.writerow(["" if v is None else v for v in [*row, q.min_offset, q.max_offset]])
+    try:
+        atomic_write(path, buf.getvalue())
+    except OSError as exc:
+        raise errors.UsageError(f"--export {path}: {exc.strerror or exc}") from None
+
+
 def _error(broker: str, infos: dict[str, BrokerInfo], message: str, code: int | None) -> dict[str, Any]:
     info = infos.get(broker)
     return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
 
 
 PULL = "CONSUME_ACTIVELY"
+
+
+def _versions(admin: Admin) -> dict[str, str]:
+    """Broker name -> version (empty when the cluster cannot say)."""
+    try:
+        return {b.broker_name: b.version for b in admin.cluster_brokers()}
+    except errors.MqadminError:
+        return {}
 
 
 def _online(admin: Admin, group: str) -> ConsumerConnection | None:
@@ -397,7 +562,7 @@ def _recheck(
 
     def read(q: PlanRow) -> int | None:
         try:
-            return admin.consumer_offset(result.group, MessageQueue(result.topic, q.broker, q.queue_id))
+            return admin.consumer_offset(result.group, MessageQueue(q.topic, q.broker, q.queue_id))
         except errors.MqadminError:
             return None
 
@@ -412,7 +577,7 @@ def _recheck(
             undone = got < q.new_offset
         if undone:
             q.outcome = f"undone: at {got} (committed by {_ids(online)})"
-            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+            result.errors.append(_error(q.broker, infos, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
     result.verified = sum(1 for q in result.queues if _applied(q))
 
 
@@ -450,15 +615,16 @@ def _apply_broker(
     force: bool,
     explicit: bool,
     cplus: bool | None = None,
-    acked: set[tuple[str, int]] | None = None,
+    acked: set[tuple[str, str, int]] | None = None,
 ) -> tuple[str, dict[MessageQueue, int] | None]:
-    """Apply one broker's rows; ``acked`` collects every queue whose write the broker acknowledged."""
-    topic, group = result.topic, result.group
+    """Apply one broker's rows (of one or more topics); ``acked`` collects every queue whose
+    write the broker acknowledged."""
+    group = result.group
     done = acked if acked is not None else set()
     if info is not None and info.server_side_reset:
         for q in rows:
             admin.reset_offset_by_time(
-                topic,
+                q.topic,
                 group,
                 reset_ts if reset_ts is not None else 0,
                 True,
@@ -471,7 +637,9 @@ def _apply_broker(
     if not explicit and reset_ts is not None:
         try:
             cpp = cplus if cplus is not None else _cpp_consumer_online(admin, group)
-            table = admin.reset_offset_by_time(topic, group, reset_ts, force, broker_name=broker, cplus=cpp)
+            table: dict[MessageQueue, int] = {}
+            for topic in sorted({q.topic for q in rows}):  # a pushed reset names one topic
+                table |= admin.reset_offset_by_time(topic, group, reset_ts, force, broker_name=broker, cplus=cpp)
             return "broker-side reset (pushed to the online consumers)", table
         except errors.ConsumerNotOnline:
             how = "direct offset update (no consumer online)"
@@ -484,7 +652,7 @@ def _apply_broker(
     else:
         how = "direct offset update"
     for q in rows:
-        admin.update_consumer_offset(group, MessageQueue(topic, broker, q.queue_id), q.new_offset)
+        admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
         done.add(q.mq_key)
     return how, None
 
@@ -502,22 +670,22 @@ def _verify(
     ctx: Context,
     admin: Admin,
     result: ResetResult,
-    expected: dict[tuple[str, int], int],
+    expected: dict[tuple[str, str, int], int],
     pushed: set[str],
-    acked: set[tuple[str, int]],
+    acked: set[tuple[str, str, int]],
     infos: dict[str, BrokerInfo],
 ) -> None:
     """Read back every planned queue, on every broker (a failed apply may still have moved some),
     and record per queue what is true now. Pushed resets get time for the clients to commit."""
     old = {q.mq_key: q.old_offset for q in result.queues}
 
-    def read(k: tuple[str, int]) -> int | None:
+    def read(k: tuple[str, str, int]) -> int | None:
         try:
-            return admin.consumer_offset(result.group, MessageQueue(result.topic, k[0], k[1]))
+            return admin.consumer_offset(result.group, MessageQueue(*k))
         except errors.MqadminError:
             return None  # unreachable, or it answered with an error: we cannot know
 
-    def taken(k: tuple[str, int], v: int | None) -> bool:
+    def taken(k: tuple[str, str, int], v: int | None) -> bool:
         """A pushed reset is taken when the committed offset went to the target: seen at it, or
         (re-delivering) between it and where the consumers were, on their way forward again."""
         want, was = expected[k], old.get(k)
@@ -531,10 +699,10 @@ def _verify(
 
     deadline = time.monotonic() + (PUSH_VERIFY_TIMEOUT_S if pushed else 0)
     keys = list(expected)
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, str, int]] = set()
     actual = dict(zip(keys, fan_out(read, keys), strict=True))
-    seen |= {k for k, v in actual.items() if k[0] in pushed and taken(k, v)}
-    waiting = [k for k in keys if k[0] in pushed and k not in seen]
+    seen |= {k for k, v in actual.items() if k[1] in pushed and taken(k, v)}
+    waiting = [k for k in keys if k[1] in pushed and k not in seen]
     if waiting:
         while waiting and time.monotonic() < deadline:  # watch only the queues not seen taken yet
             time.sleep(PUSH_POLL_S)
@@ -566,7 +734,7 @@ def _verify(
         else:
             q.outcome = f"at {got} (planned {want})"
         if not _applied(q) and q.broker not in failed_brokers:
-            result.errors.append(_error(q.broker, infos, f"queue {q.queue_id}: {q.outcome}", None))
+            result.errors.append(_error(q.broker, infos, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
     result.verified, result.planned = verified, len(expected)
 
 

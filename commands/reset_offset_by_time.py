@@ -27,7 +27,15 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import (
+    EXPORT,
+    NO_WAIT,
+    PlanRow,
+    ResetResult,
+    current_rows,
+    execute_local_plan,
+    execute_plan,
+)
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -70,9 +78,30 @@ class ResetOffsetByTimeCommand(SubCommand):
     """
 
     name = "resetOffsetByTime"
+    extra_formats = ("java",)
     options = (
         required(GROUP),
-        required(TOPIC),
+        Opt(
+            "topic",
+            TOPIC.flags,
+            "Topic; several as A,B (mqadmin extension: planned, backed up and undone together)",
+            metavar="TOPIC",
+        ),
+        Opt(
+            "all_topics",
+            ("--all-topics",),
+            "Every topic the group has offsets for, instead of -t (%RETRY% topics only with --include-retry; "
+            "mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "include_retry",
+            ("--include-retry",),
+            "With --all-topics, the group's %RETRY% topic too (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
         TIMESTAMP,
         Opt(
             "force",
@@ -103,7 +132,40 @@ class ResetOffsetByTimeCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        Opt(
+            "to_earliest",
+            ("--to-earliest",),
+            "Every selected queue to its min offset (kafka-consumer-groups --to-earliest; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "to_latest",
+            ("--to-latest",),
+            "Every selected queue to its max offset (kafka-consumer-groups --to-latest, the Java tool's "
+            "skipAccumulatedMessage; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "shift_by",
+            ("--shift-by",),
+            "Move every selected queue N messages from its current offset; negative rewinds; kept inside the "
+            "queue's [min, max], and the plan says which queues were (kafka-consumer-groups --shift-by; mqadmin "
+            "extension)",
+            kind=int,
+            metavar="N",
+        ),
+        Opt(
+            "to_offset",
+            ("--to-offset",),
+            "Every selected queue to offset N, kept inside each queue's [min, max] (kafka-consumer-groups "
+            "--to-offset; -b -q -o is the Java tool's one-queue form; mqadmin extension)",
+            kind=int,
+            metavar="N",
+        ),
         NO_WAIT,
+        EXPORT,
         DRY_RUN,
         YES,
         BACKUP,
@@ -113,11 +175,17 @@ class ResetOffsetByTimeCommand(SubCommand):
 
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
         group: str = params["group"]
-        topic: str = params["topic"]
+        topics = _topics(ctx, params, group)
+        topic = ",".join(topics)
         force = parse_bool(params.get("force") or "true", "-f/--force")
         broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
+        kafka = _kafka_target(params)
+        if kafka is not None:
+            return _kafka(ctx, params, group, topics, force, kafka)
         if params.get("timestamp") is None and offset_opt is None:
-            raise errors.UsageError("missing -s/--timestamp (or -b -q -o for one queue)")
+            raise errors.UsageError(
+                "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
+            )
         if queue_opt is not None and broker_opt is None:
             raise errors.UsageError("-q/--queue needs -b/--broker")
         if offset_opt is not None and queue_opt is None:
@@ -125,16 +193,19 @@ class ResetOffsetByTimeCommand(SubCommand):
         ts = ctx.time(params["timestamp"]) if params.get("timestamp") is not None else None
         if ts is not None and ts > ctx.now:
             ctx.env.warn(f"{format_time(ts, ctx.tz)} is in the future: every queue lands on its max offset")
+        if len(topics) > 1:
+            for dest, flag in (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
+                if params.get(dest) not in (None, False):
+                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({topic})")
         if params.get("local_store"):
+            if params.get("export"):
+                raise errors.UsageError("--export writes a broker plan: not with --local-store")
             return _local(ctx, params, group, topic, ts, force)
-        if not params.get("dry_run"):
+        if not params.get("dry_run") and not params.get("export"):
             refuse_offline_write(ctx, "resetOffsetByTime")
 
         admin = open_admin(ctx)
-        route = route_of(admin, topic)
-        queues = _select(route, broker_opt, queue_opt)
-        current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
-        rows = current_rows(admin, queues, current)
+        rows = _current(admin, group, topics, broker_opt, queue_opt)
         if offset_opt is not None:
             row = rows[0]
             if not row.min_offset <= offset_opt <= row.max_offset:
@@ -149,7 +220,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             assert ts is not None
             if ts >= ctx.now and r.max_offset is not None:
                 return r.max_offset
-            return int(admin.search_offset(MessageQueue(topic, r.broker, r.queue_id), ts))
+            return int(admin.search_offset(MessageQueue(r.topic, r.broker, r.queue_id), ts))
 
         targets = fan_out(target, rows)
         adjusted = False
@@ -157,12 +228,20 @@ class ResetOffsetByTimeCommand(SubCommand):
             adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")), ctx.env.warn)
         for r, new in zip(rows, targets, strict=True):
             old = new if r.old_offset is None else r.old_offset
+            r.target = new
             r.new_offset = new if force or new < old else old
-        if adjusted and not params.get("dry_run"):
+        if adjusted and not params.get("dry_run") and not params.get("export"):
             _require_offline(admin, group)
         # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
         result = ResetResult(
-            group, topic, ts if offset_opt is None else None, bool(params.get("dry_run")), rows, tz=ctx.tz
+            group,
+            topic,
+            ts if offset_opt is None else None,
+            bool(params.get("dry_run")),
+            rows,
+            tz=ctx.tz,
+            force=force,
+            timestamp_text=params.get("timestamp"),
         )
         # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
         reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
@@ -175,7 +254,111 @@ class ResetOffsetByTimeCommand(SubCommand):
             explicit=offset_opt is not None or adjusted,
             cplus=True if params.get("cplus") else None,
             no_wait=bool(params.get("no_wait")),
+            export=params.get("export"),
         )
+
+
+KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shift_by": "--shift-by"} | {
+    "to_offset": "--to-offset"
+}
+
+
+RETRY_PREFIX = "%RETRY%"
+
+
+def _topics(ctx: Context, params: dict[str, Any], group: str) -> list[str]:
+    """-t (one, or several as A,B) or --all-topics: the topics the group has offsets for."""
+    given = params.get("topic")
+    if params.get("include_retry") and not params.get("all_topics"):
+        raise errors.UsageError("--include-retry goes with --all-topics (or name the %RETRY% topic with -t)")
+    if params.get("all_topics"):
+        if given:
+            raise errors.UsageError("-t and --all-topics both choose the topics: give one")
+        if params.get("local_store"):
+            raise errors.UsageError("--all-topics reads the group's topics from the brokers: not with --local-store")
+        admin = open_admin(ctx)
+        found = sorted({mq.topic for mq in group_offsets(admin, group)})
+        found = [t for t in found if params.get("include_retry") or not t.startswith(RETRY_PREFIX)]
+        if not found:
+            raise errors.UsageError(f"group {group!r} has offsets only on its %RETRY% topic: --include-retry adds it")
+        return found
+    if not given:
+        raise errors.UsageError("missing -t/--topic (or --all-topics)")
+    topics = [t.strip() for t in str(given).split(",")]
+    if any(not t for t in topics) or len(set(topics)) != len(topics):
+        raise errors.UsageError(f"-t {given!r}: topics are named once each, separated by commas")
+    return topics
+
+
+def _current(admin: Admin, group: str, topics: list[str], broker: str | None, queue: int | None) -> list[PlanRow]:
+    """The selected queues of every topic with the group's offsets now (one plan for them all)."""
+    queues = [mq for t in topics for mq in _select(route_of(admin, t), broker, queue)]
+    current = {mq: w.consumer_offset for t in topics for mq, w in group_offsets(admin, group, t).items()}
+    return current_rows(admin, queues, current)
+
+
+def _kafka_target(params: dict[str, Any]) -> tuple[str, int | None] | None:
+    """The one kafka-style target given (flag, N), None without one; refuses mixing it with -s/-o
+    or another target."""
+    given = [(flag, params.get(dest)) for dest, flag in KAFKA_FLAGS.items() if params.get(dest) not in (None, False)]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise errors.UsageError(f"{given[0][0]} and {given[1][0]} both choose the target: give one")
+    flag, value = given[0][0], given[0][1]
+    for dest, letter in (("timestamp", "-s"), ("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
+        if params.get(dest) not in (None, False):
+            raise errors.UsageError(f"{flag} chooses the target itself: drop {letter}")
+    return flag, (int(value) if isinstance(value, int) and not isinstance(value, bool) else None)
+
+
+def _kafka(
+    ctx: Context, params: dict[str, Any], group: str, topics: list[str], force: bool, kafka: tuple[str, int | None]
+) -> ResetResult:
+    """--to-earliest / --to-latest / --shift-by N / --to-offset N on every selected queue: exact
+    targets, planned, backed up and applied like any reset (a restore's path: written per queue)."""
+    flag, n = kafka
+    if params.get("queue") is not None and params.get("broker") is None:
+        raise errors.UsageError("-q/--queue needs -b/--broker")
+    if not params.get("dry_run") and not params.get("export"):
+        refuse_offline_write(ctx, "resetOffsetByTime")
+    admin = open_admin(ctx)
+    rows = _current(admin, group, topics, params.get("broker"), params.get("queue"))
+    clamped = []
+    for r in rows:
+        lo, hi, old = r.min_offset or 0, r.max_offset or 0, r.old_offset or 0
+        want = {"--to-earliest": lo, "--to-latest": hi, "--shift-by": old + (n or 0), "--to-offset": n or 0}[flag]
+        new = min(max(want, lo), hi)
+        if new != want:
+            where = f"{r.topic} " if len(topics) > 1 else ""
+            clamped.append(f"{where}{r.broker} queue {r.queue_id}: {want} -> {new}")
+        r.target = new
+        r.new_offset = new if force or new < old else old
+    shown = flag if n is None else f"{flag} {n}"
+    result = ResetResult(
+        group,
+        ",".join(topics),
+        None,
+        bool(params.get("dry_run")),
+        rows,
+        tz=ctx.tz,
+        force=force,
+        notes=[f"Target: {shown}"],
+    )
+    if clamped:
+        line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
+        result.notes.append(line)
+        ctx.env.warn(line)
+    return execute_plan(
+        ctx,
+        result,
+        reset_ts=None,
+        force=force,
+        backup_path=params.get("backup"),
+        explicit=True,
+        no_wait=bool(params.get("no_wait")),
+        export=params.get("export"),
+    )
 
 
 #: --exact reads forward from the nearest message at most this many messages
@@ -214,7 +397,7 @@ def _check_landing(
         r, t = rows[i], targets[i]
         if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
             return None
-        mq = MessageQueue(topic, r.broker, r.queue_id)
+        mq = MessageQueue(r.topic, r.broker, r.queue_id)
         offset, seen = t, 0
         while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
             got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]

@@ -61,7 +61,14 @@ class RestoreOffsetCommand(SubCommand):
 
     name = "restoreOffset"
     options = (
-        Opt("from_", ("--from",), "Backup file to restore", required=True, metavar="BACKUP"),
+        Opt(
+            "from_",
+            ("--from",),
+            "Backup file to restore, or a plan written by --export (CSV: known by its .csv name or its header line; "
+            "-n required)",
+            required=True,
+            metavar="BACKUP",
+        ),
         GROUP,
         TOPIC,
         CLAMP,
@@ -76,7 +83,8 @@ class RestoreOffsetCommand(SubCommand):
 
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
         path = str(params["from_"])
-        backup = OffsetBackup.read(path)
+        plan = is_plan_csv(Path(path))
+        backup = read_plan_csv(Path(path), params.get("group")) if plan else OffsetBackup.read(path)
         for opt, value, have in (("-g", params.get("group"), backup.group), ("-t", params.get("topic"), backup.topic)):
             if value is not None and value != have:
                 raise errors.UsageError(
@@ -84,7 +92,7 @@ class RestoreOffsetCommand(SubCommand):
                 )
         from mqadmin.localstore import backup_rows
 
-        rows_with_clients = [r for r in backup_rows(Path(path)) if r.get("client")]
+        rows_with_clients = [] if plan else [r for r in backup_rows(Path(path)) if r.get("client")]
         if params.get("local_store"):
             return _local(ctx, params, backup, rows_with_clients)
         if rows_with_clients:
@@ -92,7 +100,11 @@ class RestoreOffsetCommand(SubCommand):
                 f"backup {path} holds broadcast clients' local offsets ({backup.address}): "
                 "restore it with --local-store PATH"
             )
+        if plan and params.get("local_store"):
+            raise errors.UsageError(f"{path} is a plan for brokers (CSV): not with --local-store")
         if not has_broker(ctx):
+            if plan:
+                raise errors.UsageError(f"{path} is a plan (CSV), which records no broker address: give one with -n")
             if not backup.address or backup.address.startswith("local:"):
                 raise errors.UsageError(f"backup {path} records no broker address: give one with -n")
             ctx.address = backup.address
@@ -101,28 +113,31 @@ class RestoreOffsetCommand(SubCommand):
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
         _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")), bool(params.get("dry_run")))
-        route = route_of(admin, backup.topic)
-        known = set(route.message_queues())
-        wanted = {MessageQueue(backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets}
-        missing = sorted(set(wanted) - known)
-        if missing:
-            raise errors.UsageError(
-                f"backup names queues topic {backup.topic} does not have on {admin.address}: "
-                f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
-            )
-        try:
-            current = {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, backup.topic).items()}
-        except errors.UsageError:
-            if backup.group not in admin.list_groups():
+        wanted = {
+            MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"]
+            for o in backup.offsets
+        }
+        current: dict[MessageQueue, int] = {}
+        for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
+            known = set(route_of(admin, topic).message_queues())
+            missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
+            if missing:
                 raise errors.UsageError(
-                    f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
-                    f"{backup.topic} and no subscription; nothing was changed"
-                ) from None
-            current = {}
+                    f"backup names queues topic {topic} does not have on {admin.address}: "
+                    f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
+                )
+            try:
+                current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
+            except errors.UsageError:
+                if backup.group not in admin.list_groups():
+                    raise errors.UsageError(
+                        f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
+                        f"{topic} and no subscription; nothing was changed"
+                    ) from None
         rows = current_rows(admin, sorted(wanted), current)
         outside = []
         for r in rows:
-            r.new_offset = wanted[MessageQueue(backup.topic, r.broker, r.queue_id)]
+            r.new_offset = wanted[MessageQueue(r.topic, r.broker, r.queue_id)]
             lo, hi = r.min_offset, r.max_offset
             if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
                 outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
@@ -153,6 +168,83 @@ class RestoreOffsetCommand(SubCommand):
             explicit=True,
             no_wait=bool(params.get("no_wait")),
         )
+
+
+def is_plan_csv(path: Path) -> bool:
+    """An exported plan (--export) rather than a JSON backup: by its extension, else by its first
+    line (a JSON backup starts with "{", a plan with its CSV header)."""
+    if path.suffix.lower() == ".csv":
+        return True
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            first = f.readline().strip()
+    except OSError:
+        return False
+    return first.startswith("group,") or first.startswith("topic,")
+
+
+def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
+    """An exported (maybe edited) plan, validated whole before anything moves: the header names
+    topic, broker, queue and offset (group too, or -g); every row has them, a queue id and an
+    offset that are integers >= 0, one group, and no queue twice. The rest of restoreOffset's
+    checks (queues exist, offsets inside [min, max]) follow as for a backup."""
+    import csv
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise errors.UsageError(f"plan file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise errors.UsageError(f"plan file {path} is not readable: {exc}") from None
+    reader = csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    header = [h.strip() for h in reader.fieldnames or []]
+    need = ["topic", "broker", "queue", "offset"] + ([] if group else ["group"])
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise errors.UsageError(
+            f"plan file {path}: the header lacks {', '.join(missing)} (it has: {', '.join(header) or 'nothing'}); "
+            "nothing was changed"
+        )
+    groups: set[str] = set()
+    offsets: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, int]] = set()
+    for n, raw in enumerate(reader, start=2):
+        row = {str(k).strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        where = f"plan file {path} line {n}"
+        if any(not row.get(c) for c in need):
+            raise errors.UsageError(
+                f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed"
+            )
+        try:
+            queue, offset = int(row["queue"]), int(row["offset"])
+        except ValueError:
+            raise errors.UsageError(
+                f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; "
+                "nothing was changed"
+            ) from None
+        if queue < 0 or offset < 0:
+            raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
+        key = (row["topic"], row["broker"], queue)
+        if key in seen:
+            raise errors.UsageError(f"{where}: {key[0]} {key[1]} queue {queue} is named twice; nothing was changed")
+        seen.add(key)
+        groups.add(row.get("group") or str(group))
+        offsets.append({"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset})
+    if not offsets:
+        raise errors.UsageError(f"plan file {path} has no rows; nothing was changed")
+    if group is not None:
+        groups.add(group)
+    if len(groups) > 1:
+        raise errors.UsageError(
+            f"plan file {path} names several groups ({', '.join(sorted(groups))}): one plan, one group"
+        )
+    topics = sorted({o["topic"] for o in offsets})
+    if len(topics) == 1:
+        for o in offsets:
+            del o["topic"]
+    return OffsetBackup(
+        group=groups.pop(), topic=",".join(topics), address="", taken_at=0, reason="plan file", offsets=offsets
+    )
 
 
 def _addresses(address: str) -> set[str]:

@@ -14,6 +14,12 @@ ENTRY_POINT_GROUP = "mqadmin.commands"
 
 #: name -> (module, class, kebab alias, summary = the first line of the class docstring)
 BUILTIN: dict[str, tuple[str, str, str, str]] = {
+    "cloneGroupOffset": (
+        "mqadmin.commands.clone_group_offset",
+        "CloneGroupOffsetCommand",
+        "clone-group-offset",
+        "Copy a group's offsets on a topic to another group (e.g. a blue/green consumer deploy).",
+    ),
     "consumerConnection": (
         "mqadmin.commands.consumer_connection",
         "ConsumerConnectionCommand",
@@ -49,6 +55,12 @@ BUILTIN: dict[str, tuple[str, str, str, str]] = {
         "ResetOffsetByTimeCommand",
         "reset-offset-by-time",
         "Reset a consumer group's offsets on a topic to a point in time.",
+    ),
+    "skipAccumulatedMessage": (
+        "mqadmin.commands.skip_accumulated_message",
+        "SkipAccumulatedMessageCommand",
+        "skip-accumulated-message",
+        "Skip a group's backlog on a topic: move its offset to the max offset of every queue.",
     ),
     "restoreOffset": (
         "mqadmin.commands.restore_offset",

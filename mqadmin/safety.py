@@ -71,7 +71,7 @@ class OffsetBackup:
     address: str
     taken_at: int
     reason: str
-    offsets: list[dict[str, Any]]  # {"broker", "queue_id", "offset"}
+    offsets: list[dict[str, Any]]  # {"broker", "queue_id", "offset"} (+ "topic" when several)
     #: the cluster the offsets came from (names of the clusters, and broker name -> address),
     #: so a restore can tell "the same cluster through another name server" from another cluster
     clusters: list[str] | None = None
@@ -115,6 +115,7 @@ class OffsetBackup:
                 raise ValueError("'offsets' (no rows)")
             offsets: list[dict[str, Any]] = [
                 {"broker": str(o["broker"]), "queue_id": int(o["queue_id"]), "offset": int(o["offset"])}
+                | ({"topic": str(o["topic"])} if o.get("topic") else {})  # a backup of several topics
                 for o in doc["offsets"]
             ]
             clusters, brokers = doc.get("clusters"), doc.get("brokers")
@@ -137,9 +138,9 @@ class OffsetBackup:
                 f"backup file {p} holds a negative offset or queue id ({o['broker']} queue {o['queue_id']}: "
                 f"offset {o['offset']}); nothing was changed"
             )
-        seen: set[tuple[str, int]] = set()
+        seen: set[tuple[str, str, int]] = set()
         for o, raw in zip(offsets, doc["offsets"], strict=True):
-            key = (o["broker"], o["queue_id"])
+            key = (o.get("topic", ""), o["broker"], o["queue_id"])
             if key in seen and not raw.get("client"):  # a local backup has one row per client and queue
                 raise UsageError(f"backup file {p} names {o['broker']} queue {o['queue_id']} twice")
             seen.add(key)

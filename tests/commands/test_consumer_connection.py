@@ -98,5 +98,6 @@ def test_bad_input(make_store: Callable[..., Store], cli: Callable[..., CliResul
     r = cli("queryOffset", "-n", store.address, "-t", "TopicTest", "--output", "java")
     assert r.code == 2 and r.stdout == ""
     assert r.stderr.strip() == (
-        "mqadmin: error: --output java is not available for queryOffset (it is for: consumerConnection, consumerProgress)"
+        "mqadmin: error: --output java is not available for queryOffset (it is for: cloneGroupOffset, "
+        "consumerConnection, consumerProgress, resetOffsetByTime, skipAccumulatedMessage)"
     )

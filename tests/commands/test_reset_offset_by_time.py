@@ -161,7 +161,7 @@ def test_time_and_queue_form(make_store: Callable[..., Store], cli: Callable[...
     [
         (["-g", "nope", "-t", "TopicTest", "-s", "-1h"], "unknown consumer group 'nope'"),
         (["-g", "g", "-t", "Nope", "-s", "-1h"], "unknown topic 'Nope'"),
-        (["-g", "g", "-s", "-1h"], "Missing option"),
+        (["-g", "g", "-s", "-1h"], "missing -t/--topic (or --all-topics)"),
         (["-g", "g", "-t", "TopicTest", "-s", "1700000000"], "epoch seconds"),
         (["-g", "g", "-t", "TopicTest", "-s", "last tuesday"], "cannot read time"),
         (["-g", "g", "-t", "TopicTest", "-b", "broker-a", "-q", "0", "-o", "999"], "outside queue 0 of broker-a"),

@@ -1,0 +1,81 @@
+"""skipAccumulatedMessage: move a group to the end of every queue of a topic (skip the backlog)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
+from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, required
+from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands.reset_offset_by_time import parse_bool
+
+from mqadmin.context import Context
+from mqadmin.registry import Opt, SubCommand, register
+
+
+@register
+class SkipAccumulatedMessageCommand(SubCommand):
+    """Skip a group's backlog on a topic: move its offset to the max offset of every queue.
+
+    Options and meaning follow the Java mqadmin (-g -t, -f force; the Java tool resets to time
+    -1, which brokers read as each queue's max offset). As with resetOffsetByTime, mqadmin shows
+    the plan first, with how many messages each queue skips (--dry-run shows only that), asks on a
+    terminal, backs up the current offsets (the Undo line puts them back), applies per broker and
+    reads every queue back. --output java prints the Java tool's table.
+    """
+
+    name = "skipAccumulatedMessage"
+    extra_formats = ("java",)
+    options = (
+        required(GROUP),
+        required(TOPIC),
+        Opt(
+            "force",
+            ("-f", "--force"),
+            "true (default): move every queue to its max offset; false: only queues whose offset is past the "
+            "max (as the Java tool's old method does); only true and false are accepted",
+            default="true",
+            metavar="true|false",
+        ),
+        NO_WAIT,
+        EXPORT,
+        DRY_RUN,
+        YES,
+        BACKUP,
+    )
+
+    def execute(self, ctx: Context, **params: Any) -> ResetResult:
+        group: str = params["group"]
+        topic: str = params["topic"]
+        force = parse_bool(params.get("force") or "true", "-f/--force")
+        if not params.get("dry_run") and not params.get("export"):
+            refuse_offline_write(ctx, self.name)
+        admin = open_admin(ctx)
+        queues = route_of(admin, topic).message_queues()
+        current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
+        rows = current_rows(admin, queues, current)
+        for r in rows:
+            assert r.max_offset is not None and r.old_offset is not None
+            r.target = r.max_offset
+            r.new_offset = r.max_offset if force or r.max_offset <= r.old_offset else r.old_offset
+        result = ResetResult(
+            group,
+            topic,
+            None,
+            bool(params.get("dry_run")),
+            rows,
+            tz=ctx.tz,
+            action=self.name,
+            force=force,
+        )
+        # -1: the broker's "max offset" (what the Java tool sends); online consumers get it pushed
+        return execute_plan(
+            ctx,
+            result,
+            reset_ts=-1,
+            force=force,
+            backup_path=params.get("backup"),
+            explicit=False,
+            no_wait=bool(params.get("no_wait")),
+            export=params.get("export"),
+        )

@@ -1,0 +1,200 @@
+"""skipAccumulatedMessage and cloneGroupOffset under injected faults, as resetOffsetByTime is
+tested in test_reset_faults: broker-b is reached through a fault proxy that cuts the connection
+at an exact offset write or drops a reply; what the command prints per queue must be what the
+brokers hold afterwards, and the printed undo line must put every queue back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqadmin.admin import connect
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.seed import commit_at_time, fill_topic
+from mqadmin.model import MessageQueue
+from tests.integration.test_reset_faults import END, QUEUES, START, TIMEOUT_S, TOPIC, Rig, cli
+from tests.support import served
+from tests.support.faultproxy import Fault, FaultProxy
+
+pytestmark = pytest.mark.integration
+
+#: a second topic of the group (--all-topics moves both in one change)
+TOPIC2 = "T2"
+GROUP, SOURCE = "g", "src"  # the group moved (skip, shift) or cloned into; the clone's source
+#: 10 messages per queue; the group is at 5 of each, the clone source at 2
+MAX = 10
+BASELINE = 5
+
+
+def make_rig(root: Path, version: str) -> Iterator[Rig]:
+    cluster = MockCluster.create(root, ("broker-a", "broker-b"), version=version)
+    for topic in (TOPIC, TOPIC2):
+        fill_topic(cluster, topic, 80, START, END)
+    for broker in cluster.brokers.values():
+        for group, topic, offset in ((GROUP, TOPIC, BASELINE), (SOURCE, TOPIC, 2), (GROUP, TOPIC2, BASELINE)):
+            commit_at_time(broker, group, topic, None)  # makes the group known, then the exact offsets
+            for q in range(4):
+                broker.update_consumer_offset(group, topic, q, offset)
+    cluster.close()
+    proxy = FaultProxy()
+    server = served.start(root, advertise={"broker-b": proxy.addr})
+    proxy.upstream = server.brokers["broker-b"]
+    rig = Rig(root, server, proxy, version)
+    try:
+        yield rig
+    finally:
+        rig.server.stop()
+        proxy.close()
+
+
+@pytest.fixture(scope="module")
+def rig5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    yield from make_rig(tmp_path_factory.mktemp("cmdfaults5") / "store", "5.3.3")
+
+
+@pytest.fixture(scope="module")
+def rig4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    yield from make_rig(tmp_path_factory.mktemp("cmdfaults4") / "store", "4.9.8")
+
+
+def state(rig: Rig, group: str = GROUP, topic: str = TOPIC) -> dict[tuple[str, int], int]:
+    rig.proxy.arm(Fault())
+    admin = connect(rig.namesrv, timeout=5)
+    try:
+        return {(b, q): admin.consumer_offset(group, MessageQueue(topic, b, q)) or 0 for b, q in QUEUES}
+    finally:
+        admin.close()
+
+
+def run(rig: Rig, command: str, fault: Fault, output: str) -> tuple[int, str, str]:
+    before = state(rig)
+    assert set(before.values()) == {BASELINE}, before
+    args = {
+        "skipAccumulatedMessage": ("skipAccumulatedMessage", "-g", GROUP, "-t", TOPIC),
+        "cloneGroupOffset": ("cloneGroupOffset", "-s", SOURCE, "-d", GROUP, "-t", TOPIC),
+        "--shift-by": ("resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "--shift-by", "-3"),
+    }[command]
+    rig.proxy.arm(fault)
+    return cli(*args, "-n", rig.namesrv, "--yes", "--timeout", TIMEOUT_S, "--output", output)
+
+
+def printed(out: str, output: str) -> dict[tuple[str, int], tuple[str, int]]:
+    """Per queue: (the outcome printed, the planned offset), from the JSON or the plain table."""
+    if output == "json":
+        doc: dict[str, Any] = json.loads(out)
+        return {(q["broker"], q["queue_id"]): (q["outcome"], q["new_offset"]) for q in doc["queues"]}
+    found = {}
+    for line in out.splitlines():
+        m = re.match(r"(broker-[ab])\s+(\d)\s+\d+\s+\d+\s+\d+\s+(\d+)\s+(?:skips|re-delivers) \d+\s+(.+?)\s*$", line)
+        if m:
+            found[(m.group(1), int(m.group(2)))] = (m.group(4), int(m.group(3)))
+    return found
+
+
+def check_and_undo(rig: Rig, code: int, out: str, err: str, output: str, planned_at: int) -> list[str]:
+    rows = printed(out, output)
+    now = state(rig)
+    assert set(rows) == set(QUEUES), out
+    for key, (outcome, planned) in rows.items():
+        assert planned == planned_at, (key, planned)
+        if outcome.startswith(("applied", "acknowledged")):
+            assert now[key] == planned, (key, outcome, now)
+        elif outcome == "unchanged":
+            assert now[key] == BASELINE, (key, outcome, now)
+        else:
+            assert outcome.startswith("unknown"), (key, outcome)
+            assert now[key] in (planned, BASELINE)
+    all_applied = all(o == "applied" for o, _ in rows.values())
+    assert code == (0 if all_applied else 1), err
+    if output == "json":
+        undo = json.loads(out)["undo"]
+    else:
+        m = re.search(r"^Undo: (.+)$", out, re.M)
+        assert m is not None, out
+        undo = m.group(1)
+    if not all_applied:
+        assert f"restore with: {undo}" in err.strip().splitlines()[-1]
+    argv = shlex.split(undo)
+    rig.proxy.arm(Fault())
+    back, _, back_err = cli(*argv[1:], "--yes", "--timeout", "5")
+    assert back == 0, back_err
+    assert set(state(rig).values()) == {BASELINE}
+    return [rows[("broker-b", q)][0] for q in range(4)]
+
+
+#: what each case runs -> the offset it plans on every queue
+COMMANDS = {"skipAccumulatedMessage": MAX, "cloneGroupOffset": 2, "--shift-by": BASELINE - 3}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("k", [0, 2])
+def test_cut_after_k_of_4_writes(rig5: Rig, command: str, k: int) -> None:
+    code, out, err = run(rig5, command, Fault(cut_at=k + 1), "json")
+    outcomes = check_and_undo(rig5, code, out, err, "json", COMMANDS[command])
+    assert outcomes == ["applied"] * k + ["unchanged"] * (4 - k)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_printed_table_matches_the_state_after_a_cut(rig5: Rig, command: str) -> None:
+    code, out, err = run(rig5, command, Fault(cut_at=2), "table")
+    outcomes = check_and_undo(rig5, code, out, err, "table", COMMANDS[command])
+    assert outcomes == ["applied"] + ["unchanged"] * 3
+    assert "Verified: 5 of 8 queues read back at their planned offsets" in out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_reply_dropped_after_the_broker_applied(rig5: Rig, command: str) -> None:
+    code, out, err = run(rig5, command, Fault(drop_reply_to=3), "json")
+    outcomes = check_and_undo(rig5, code, out, err, "json", COMMANDS[command])
+    assert outcomes == ["applied"] * 3 + ["unchanged"]
+
+
+def test_broker_unreachable_after_the_cut_is_unknown(rig5: Rig) -> None:
+    code, out, err = run(rig5, "skipAccumulatedMessage", Fault(cut_at=3, stay_down=True), "json")
+    outcomes = check_and_undo(rig5, code, out, err, "json", MAX)
+    assert outcomes == ["acknowledged (not read back: broker unreachable)"] * 2 + ["unknown (broker unreachable)"] * 2
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_4x_cut_after_2_of_4_writes(rig4: Rig, command: str) -> None:
+    rig4.proxy.codes = frozenset({15})  # no consumer online: one UPDATE_CONSUMER_OFFSET per queue
+    code, out, err = run(rig4, command, Fault(cut_at=3), "json")
+    outcomes = check_and_undo(rig4, code, out, err, "json", COMMANDS[command])
+    assert outcomes == ["applied"] * 2 + ["unchanged"] * 2
+
+
+def test_two_topics_cut_mid_apply_one_undo_restores_both(rig5: Rig) -> None:
+    """--all-topics: broker-b takes 8 writes (4 queues of each topic); cut at the 3rd. What is
+    printed per (topic, queue) is what the brokers hold, and the one undo line restores both."""
+    for topic in (TOPIC, TOPIC2):
+        assert set(state(rig5, topic=topic).values()) == {BASELINE}
+    rig5.proxy.arm(Fault(cut_at=3))
+    args = ("resetOffsetByTime", "-g", GROUP, "--all-topics", "--shift-by", "-3", "-n", rig5.namesrv, "--yes")
+    code, out, err = cli(*args, "--timeout", TIMEOUT_S, "--json")
+    assert code == 1, err
+    doc: dict[str, Any] = json.loads(out)
+    now = {t: state(rig5, topic=t) for t in (TOPIC, TOPIC2)}
+    assert {q["topic"] for q in doc["queues"]} == {TOPIC, TOPIC2}
+    for q in doc["queues"]:
+        held = now[q["topic"]][(q["broker"], q["queue_id"])]
+        if q["outcome"] == "applied":
+            assert held == q["new_offset"] == BASELINE - 3, q
+        else:
+            assert q["outcome"] == "unchanged" and held == BASELINE, q
+    b_applied = [q for q in doc["queues"] if q["broker"] == "broker-b" and q["outcome"] == "applied"]
+    assert len(b_applied) == 2
+    saved = json.loads(Path(doc["backup"]).read_text())
+    assert {o["topic"] for o in saved["offsets"]} == {TOPIC, TOPIC2}
+    assert f"restore with: {doc['undo']}" in err.strip().splitlines()[-1]
+    rig5.proxy.arm(Fault())
+    back, _, back_err = cli(*shlex.split(doc["undo"])[1:], "--yes", "--timeout", "5")
+    assert back == 0, back_err
+    for topic in (TOPIC, TOPIC2):
+        assert set(state(rig5, topic=topic).values()) == {BASELINE}
