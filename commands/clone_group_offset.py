@@ -42,6 +42,7 @@ class CloneGroupOffsetCommand(SubCommand):
             "Source consumer group (whose offsets are copied)",
             required=True,
             metavar="GROUP",
+            names="group",
         ),
         Opt(
             "dest_group",
@@ -49,6 +50,7 @@ class CloneGroupOffsetCommand(SubCommand):
             "Destination consumer group (whose offsets change)",
             required=True,
             metavar="GROUP",
+            names="group",
         ),
         required(TOPIC),
         Opt(

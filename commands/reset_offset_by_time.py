@@ -86,6 +86,8 @@ class ResetOffsetByTimeCommand(SubCommand):
             TOPIC.flags,
             "Topic; several as A,B (mqadmin extension: planned, backed up and undone together)",
             metavar="TOPIC",
+            names="topic",
+            several=True,
         ),
         Opt(
             "all_topics",

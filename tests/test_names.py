@@ -50,6 +50,9 @@ def test_length_limits() -> None:
         ["resetOffsetByTime", "-g", "x/../escaped", "-t", "TopicTest", "-s", "-1h"],
         ["resetOffsetByTime", "-g", "g1", "-t", "t" * 128, "-s", "-1h"],
         ["rangeReplay", "-t", "..", "-b", "-1h", "--to", "stdout"],
+        ["resetOffsetByTime", "-g", "g1", "-t", "TopicTest,../escaped", "-s", "-1h"],
+        ["skipAccumulatedMessage", "-g", "../g", "-t", "TopicTest"],
+        ["cloneGroupOffset", "-s", "g1", "-d", "x/../y", "-t", "TopicTest"],
     ],
 )
 def test_commands_refuse_bad_names_before_any_request(cli: Callable[..., CliResult], args: list[str]) -> None:
