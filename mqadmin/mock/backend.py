@@ -6,8 +6,9 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import unquote
 
 from mqadmin import errors, names
@@ -193,13 +194,7 @@ class MockAdmin:
 
     def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
         """Each group's ``consume_stats`` (or the error it raises); in process, group by group."""
-        out: dict[str, ConsumeStats | errors.MqadminError] = {}
-        for group in groups:
-            try:
-                out[group] = self.consume_stats(group)
-            except errors.MqadminError as exc:
-                out[group] = exc
-        return out
+        return _each(self.consume_stats, groups)
 
     def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
         brokers = [b for b in self.cluster.brokers.values() if broker_addr in (None, b.addr)]
@@ -221,13 +216,7 @@ class MockAdmin:
 
     def consumer_connections_all(self, groups: Sequence[str]) -> dict[str, ConsumerConnection | errors.MqadminError]:
         """Each group's ``consumer_connections`` (or the error it raises)."""
-        out: dict[str, ConsumerConnection | errors.MqadminError] = {}
-        for group in groups:
-            try:
-                out[group] = self.consumer_connections(group)
-            except errors.MqadminError as exc:
-                out[group] = exc
-        return out
+        return _each(self.consumer_connections, groups)
 
     # reset
     def reset_offset_by_time(
@@ -300,3 +289,17 @@ class _LazyPull:
             raise errors.TopicNotExist(f"topic[{mq.topic}] not exist, apply first please!", broker.addr)
         out = broker.pull(None, mq.topic, mq.queue_id, offset, max_nums)
         return RawPull(out.status, out.next_begin_offset, out.min_offset, out.max_offset, out.records)
+
+
+T = TypeVar("T")
+
+
+def _each(fn: Callable[[str], T], groups: Sequence[str]) -> dict[str, T | errors.MqadminError]:
+    """``fn`` of each group, or the error it raised: one group's failure is that group's answer."""
+    out: dict[str, T | errors.MqadminError] = {}
+    for group in groups:
+        try:
+            out[group] = fn(group)
+        except errors.MqadminError as exc:
+            out[group] = exc
+    return out

@@ -19,9 +19,8 @@ from mqadmin.admin import connect
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.seed import commit_at_time, fill_topic
 from mqadmin.model import MessageQueue
-from tests.integration.test_reset_faults import END, QUEUES, START, TIMEOUT_S, TOPIC, Rig, cli
-from tests.support import served
-from tests.support.faultproxy import Fault, FaultProxy
+from tests.integration.test_reset_faults import END, QUEUES, START, TIMEOUT_S, TOPIC, Rig, cli, serve_rig
+from tests.support.faultproxy import Fault
 
 pytestmark = pytest.mark.integration
 
@@ -43,15 +42,7 @@ def make_rig(root: Path, version: str) -> Iterator[Rig]:
             for q in range(4):
                 broker.update_consumer_offset(group, topic, q, offset)
     cluster.close()
-    proxy = FaultProxy()
-    server = served.start(root, advertise={"broker-b": proxy.addr})
-    proxy.upstream = server.brokers["broker-b"]
-    rig = Rig(root, server, proxy, version)
-    try:
-        yield rig
-    finally:
-        rig.server.stop()
-        proxy.close()
+    yield from serve_rig(root, version)
 
 
 @pytest.fixture(scope="module")

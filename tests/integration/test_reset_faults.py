@@ -73,6 +73,11 @@ def make_rig(root: Path, version: str) -> Iterator[Rig]:
     for broker in cluster.brokers.values():
         commit_at_time(broker, GROUP, TOPIC, None)
     cluster.close()
+    yield from serve_rig(root, version)
+
+
+def serve_rig(root: Path, version: str) -> Iterator[Rig]:
+    """Serve the store at ``root`` with broker-b behind a fault proxy; stopped afterwards."""
     proxy = FaultProxy()
     server = served.start(root, advertise={"broker-b": proxy.addr})
     proxy.upstream = server.brokers["broker-b"]
