@@ -227,7 +227,7 @@ class ResetResult:
                 f"clone group offset success. srcGroup[{self.source_group}], destGroup=[{self.group}], "
                 f"topic[{self.topic}]\n"
             )
-        from mqadmin.admin import version_tuple
+        from mqadmin.model import version_tuple
 
         versions = [self.versions.get(q.broker, "") for q in self.queues] or list(self.versions.values())
         v4 = any(v and version_tuple(v) < (5,) for v in versions)

@@ -380,7 +380,7 @@ def _check_landing(
     for the nearest message: 4.x, 5.0-5.1.0); with ``exact`` move them to the first message at or
     after ``ts`` (updating ``targets``). Returns whether any target moved. An account that may not
     read messages (ACL) gets the plan without the marks and one line saying so; --exact needs them."""
-    from mqadmin.admin import version_tuple
+    from mqadmin.model import version_tuple
 
     nearest = {b.broker_name for b in admin.cluster_brokers() if not b.version or version_tuple(b.version) < (5, 1, 1)}
 

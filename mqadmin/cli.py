@@ -319,7 +319,7 @@ _WRITE_ERRNOS = frozenset(
 
 def _os_error_line(exc: OSError) -> str:
     """One line naming the path and what to do; the mqadmin home gets its own advice."""
-    from mqadmin.admin import default_home
+    from mqadmin.config import default_home
 
     path = exc.filename or ""
     writing = exc.errno in _WRITE_ERRNOS

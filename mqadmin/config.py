@@ -19,11 +19,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mqadmin.admin import default_home
 from mqadmin.errors import UsageError
 
 _ENV = {"access_key": "MQADMIN_ACCESS_KEY", "secret_key": "MQADMIN_SECRET_KEY"}
 _KEYS = ("namesrv", "access_key", "secret_key", "tls", "tls_ca", "tls_cert", "tls_key")
+
+
+def default_home() -> str:
+    """Where profiles, backups and plans live: $MQADMIN_HOME, else ~/.mqadmin."""
+    return os.environ.get("MQADMIN_HOME") or os.path.join(os.path.expanduser("~"), ".mqadmin")
 
 
 def config_path() -> Path:

@@ -25,10 +25,6 @@ class BrokerData:
     cluster: str
     addrs: dict[int, str]
 
-    @property
-    def master_addr(self) -> str | None:
-        return self.addrs.get(0)
-
     def select_addr(self) -> str:
         """The master, else any slave (as the Java admin's selectBrokerAddr)."""
         if 0 in self.addrs:
@@ -172,3 +168,27 @@ class RawPull:
     min_offset: int
     max_offset: int
     records: list[bytes | memoryview]
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """What a broker says about itself: name, address, cluster and behaviour-relevant version."""
+
+    broker_name: str
+    addr: str
+    cluster: str
+    version: str  # e.g. "5.3.3", "4.9.8"
+
+    @property
+    def server_side_reset(self) -> bool:
+        """5.2+ resets offsets on the broker; older brokers push the reset to online clients."""
+        return version_tuple(self.version) >= (5, 2)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in version.replace("-", ".").split("."):
+        if not p.isdigit():
+            break
+        parts.append(int(p))
+    return tuple(parts)

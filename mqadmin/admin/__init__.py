@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from mqadmin import errors
+from mqadmin.config import default_home
 from mqadmin.errors import UsageError
 from mqadmin.model import (
     BrokerData,
+    BrokerInfo,
     ConsumerConnection,
     ConsumeStats,
     Message,
@@ -26,30 +27,6 @@ from mqadmin.model import (
     SendResult,
     TopicRoute,
 )
-
-
-@dataclass(frozen=True)
-class BrokerInfo:
-    """What a broker says about itself: name, address, cluster and behaviour-relevant version."""
-
-    broker_name: str
-    addr: str
-    cluster: str
-    version: str  # e.g. "5.3.3", "4.9.8"
-
-    @property
-    def server_side_reset(self) -> bool:
-        """5.2+ resets offsets on the broker; older brokers push the reset to online clients."""
-        return version_tuple(self.version) >= (5, 2)
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for p in version.replace("-", ".").split("."):
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    return tuple(parts)
 
 
 class PendingPull(Protocol):
@@ -109,10 +86,6 @@ class Admin(Protocol):
     def send_back(self, group: str, message: Message, delay_level: int = 0) -> None: ...
 
     def close(self) -> None: ...
-
-
-def default_home() -> str:
-    return os.environ.get("MQADMIN_HOME") or os.path.join(os.path.expanduser("~"), ".mqadmin")
 
 
 def resolve_address(address: str | None) -> str:

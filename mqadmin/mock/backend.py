@@ -12,11 +12,12 @@ from typing import TypeVar
 from urllib.parse import unquote
 
 from mqadmin import errors, names
-from mqadmin.admin import BrokerInfo, default_home
+from mqadmin.config import default_home
 from mqadmin.message import iter_messages
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import RETRY_PREFIX, MockBroker
 from mqadmin.model import (
+    BrokerInfo,
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqadmin import errors, names
-from mqadmin.admin import version_tuple
 from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
 from mqadmin.mock.store import BrokerStore, ConsumeQueue
-from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper
+from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper, version_tuple
 
 PERM_READ_WRITE = 6
 RETRY_PREFIX = "%RETRY%"

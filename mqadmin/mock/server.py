@@ -41,13 +41,12 @@ from types import TracebackType
 from typing import Any, Final
 
 from mqadmin import errors, fastjson, names
-from mqadmin.admin import version_tuple
 from mqadmin.message import encode_message, format_properties, java_string_hash, parse_properties
 from mqadmin.mock.backend import DEMO_NAME, mock_root
 from mqadmin.mock.cluster import CLUSTER_FILE, DEFAULT_VERSION, MockCluster
 from mqadmin.mock.model import RETRY_PREFIX, ClientInfo, MockBroker, PullOutcome
 from mqadmin.mock.store import StoreWriteFailed
-from mqadmin.model import BrokerData, Message, MessageQueue, QueueData, TopicRoute
+from mqadmin.model import BrokerData, Message, MessageQueue, QueueData, TopicRoute, version_tuple
 from mqadmin.remoting import acl as acl_sign
 from mqadmin.remoting.codec import BadFrame, FrameDecoder, FrameTooLarge, RemotingCommand, encode
 from mqadmin.remoting.codes import (

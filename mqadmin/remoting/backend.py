@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from mqadmin import errors, fastjson
-from mqadmin.admin import BrokerInfo
 from mqadmin.message import MessageDecodeError, format_properties, iter_messages, new_uniq_key
 from mqadmin.model import (
     BrokerData,
+    BrokerInfo,
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
