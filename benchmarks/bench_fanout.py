@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and imp
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import fill_topic  # noqa: E402
 from mqadmin.mock.server import MockServer  # noqa: E402
-from mqadmin.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from mqadmin.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 
 MQADMIN = str(Path(sys.executable).parent / "mqadmin")
 TOPIC = "FanoutTopic"
@@ -223,9 +223,9 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
 
 def bench_real(args: argparse.Namespace, env: dict[str, str], work: Path) -> dict[str, tuple[Sample, Sample]]:
     from mqadmin.model import Message
+    from mqadmin.protocol.codec import RemotingCommand
     from mqadmin.remoting.backend import RemotingAdmin
     from mqadmin.remoting.client import RemotingClient
-    from mqadmin.remoting.codec import RemotingCommand
     from tests.support import realbroker as rb
 
     version = "5.3.3"

@@ -34,8 +34,8 @@ def run_once(root: Path, clients: int, commits: int, mode: str) -> float:
     from mqadmin.mock.seed import fill_topic
     from mqadmin.mock.server import MockServer
     from mqadmin.model import MessageQueue
-    from mqadmin.remoting.codec import RemotingCommand
-    from mqadmin.remoting.codes import RequestCode
+    from mqadmin.protocol.codec import RemotingCommand
+    from mqadmin.protocol.codes import RequestCode
 
     cluster = MockCluster.create(root)
     fill_topic(cluster, "T", 80, 1_700_000_000_000, 1_700_000_600_000)

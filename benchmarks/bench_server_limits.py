@@ -54,8 +54,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mqadmin.remoting.codec import FrameDecoder, RemotingCommand, encode  # noqa: E402
-from mqadmin.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from mqadmin.protocol.codec import FrameDecoder, RemotingCommand, encode  # noqa: E402
+from mqadmin.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 
 TOPIC = "TopicTest"
 WIDE = "WideTopic"
@@ -242,7 +242,7 @@ def unread_part(pid: int, addrs: dict[str, str]) -> None:
 
 
 def fuzz_part(inputs: int) -> None:
-    from mqadmin.remoting.codec import BadFrame
+    from mqadmin.protocol.codec import BadFrame
     from tests.support.fuzz import codec_inputs
 
     print(f"\n== codec fuzz: {inputs:,} seeded inputs ==")

@@ -227,10 +227,10 @@ class ResetResult:
                 f"clone group offset success. srcGroup[{self.source_group}], destGroup=[{self.group}], "
                 f"topic[{self.topic}]\n"
             )
-        from mqadmin.model import version_tuple
+        from mqadmin.protocol.versions import is_v5, server_side_reset
 
         versions = [self.versions.get(q.broker, "") for q in self.queues] or list(self.versions.values())
-        v4 = any(v and version_tuple(v) < (5,) for v in versions)
+        v4 = any(v and not is_v5(v) for v in versions)
         skip = self.action == "skipAccumulatedMessage"
         ts_long = -1 if skip else (self.timestamp if self.timestamp is not None else 0)
         ts_text = self.timestamp_text if self.timestamp_text is not None else str(ts_long)
@@ -247,7 +247,7 @@ class ResetResult:
         if self.method:
             old_form = any(m.startswith("direct") for m in self.method.values())
         else:
-            old_form = not versions or any(not v or version_tuple(v) < (5, 2) for v in versions)
+            old_form = not versions or any(not server_side_reset(v) for v in versions)
         rows = sorted(self.queues, key=lambda q: (q.broker, q.queue_id))
         if old_form:
             if not skip:

@@ -12,8 +12,8 @@ from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import ConsumerConnection
 from mqadmin.output import Table
+from mqadmin.protocol.versions import version_desc
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.versions import version_desc
 
 #: what the broker's consume type means to a person (PUSH / PULL / POP)
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}

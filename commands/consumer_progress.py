@@ -24,9 +24,9 @@ from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.output import Table
+from mqadmin.protocol.versions import version_desc
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_duration, format_java, now_ms, parse_duration_ms
-from mqadmin.versions import version_desc
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin

@@ -37,6 +37,7 @@ from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, OffsetWrapper
 from mqadmin.output import Table
+from mqadmin.protocol.constants import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.replay import DEFAULT_SLICE_SIZE, STORE_TIME, TIME_FIELDS_HELP
 from mqadmin.timeparse import format_duration, format_time
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 #: per-group and system topics: --all-topics leaves them out unless they are named with -t
 SYSTEM_TOPICS = frozenset(
     {
-        "TBW102",
+        DEFAULT_TOPIC,
         "SCHEDULE_TOPIC_XXXX",
         "BenchmarkTest",
         "OFFSET_MOVED_EVENT",
@@ -61,7 +62,7 @@ SYSTEM_TOPICS = frozenset(
         "RMQ_SYS_TRACE_TOPIC",
     }
 )
-SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "SYNC_BROKER_MEMBER_")
+SYSTEM_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, "rmq_sys_", "RMQ_SYS_", "SYNC_BROKER_MEMBER_")
 
 
 @dataclass

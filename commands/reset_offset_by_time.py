@@ -40,6 +40,7 @@ from mqadmin.commands._reset import (
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, TopicRoute
+from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_time
 
@@ -265,9 +266,6 @@ KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shif
 }
 
 
-RETRY_PREFIX = "%RETRY%"
-
-
 def _topics(ctx: Context, params: dict[str, Any], group: str) -> list[str]:
     """-t (one, or several as A,B) or --all-topics: the topics the group has offsets for."""
     given = params.get("topic")
@@ -380,9 +378,9 @@ def _check_landing(
     for the nearest message: 4.x, 5.0-5.1.0); with ``exact`` move them to the first message at or
     after ``ts`` (updating ``targets``). Returns whether any target moved. An account that may not
     read messages (ACL) gets the plan without the marks and one line saying so; --exact needs them."""
-    from mqadmin.model import version_tuple
+    from mqadmin.protocol.versions import lower_boundary_search
 
-    nearest = {b.broker_name for b in admin.cluster_brokers() if not b.version or version_tuple(b.version) < (5, 1, 1)}
+    nearest = {b.broker_name for b in admin.cluster_brokers() if not lower_boundary_search(b.version)}
 
     refused: list[str] = []
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
+from mqadmin.protocol.codes import ResponseCode
+
 
 class MqadminError(Exception):
     """Base of every error the CLI turns into one line on stderr."""
@@ -41,14 +43,6 @@ class StoreError(MqadminError):
     """A store directory could not be opened or written (locked, not a store, read-only)."""
 
 
-class PartialFailure(MqadminError):
-    """Some brokers/queues succeeded, others did not; ``outcomes`` says which."""
-
-    def __init__(self, message: str, outcomes: list[dict[str, object]] | None = None):
-        super().__init__(message)
-        self.outcomes = outcomes or []
-
-
 #: how 4.x ACL (PlainAccessValidator) words its refusals inside a SYSTEM_ERROR
 _ACL_REMARKS = ("Check signature failed", "No accessKey is configured", "No acl config for", "[10015:")
 #: a real 4.9 broker puts the exception's class first and its throwing frame last:
@@ -67,8 +61,9 @@ def _acl_reason(remark: str) -> str:
 class BrokerError(MqadminError):
     """The broker answered with a non-success response code.
 
-    One subclass per code we act on; unknown codes get a class made on the fly so the
-    number is never lost (``BrokerError.for_code``).
+    One subclass per code we act on, named after its ``ResponseCode``; any other code gets a
+    class made on the fly (``BrokerError.for_code``), named from that table when the code is
+    in it, so the number is never lost.
     """
 
     code: ClassVar[int] = -1
@@ -89,7 +84,9 @@ class BrokerError(MqadminError):
     @property
     def permission_denied(self) -> bool:
         """NO_PERMISSION, or the SYSTEM_ERROR text 4.x brokers answer ACL failures with."""
-        return self.code == 16 or (self.code == 1 and self.remark.startswith((*_ACL_REMARKS, _ACL_EXCEPTION)))
+        if self.code == ResponseCode.NO_PERMISSION:
+            return True
+        return self.code == ResponseCode.SYSTEM_ERROR and self.remark.startswith((*_ACL_REMARKS, _ACL_EXCEPTION))
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
@@ -100,30 +97,29 @@ class BrokerError(MqadminError):
     def for_code(code: int, remark: str = "", addr: str | None = None) -> BrokerError:
         cls = BrokerError._by_code.get(code)
         if cls is None:
-            cls = type(f"BrokerError{code}", (BrokerError,), {"code": code, "code_name": f"CODE_{code}"})
+            try:
+                name = ResponseCode(code).name
+            except ValueError:
+                name = f"CODE_{code}"
+            cls = type(f"BrokerError{code}", (BrokerError,), {"code": code, "code_name": name})
         return cls(remark, addr)
 
 
-def _code(name: str, code: int) -> type[BrokerError]:
-    return type(name, (BrokerError,), {"code": code, "code_name": _snake(name)})
+def _code(name: str, code: ResponseCode) -> type[BrokerError]:
+    return type(name, (BrokerError,), {"code": int(code), "code_name": code.name})
 
 
-def _snake(name: str) -> str:
-    out = "".join("_" + c if c.isupper() else c for c in name).strip("_").upper()
-    return out
-
-
-SystemError_ = _code("SystemError", 1)
-SystemBusy = _code("SystemBusy", 2)
-RequestCodeNotSupported = _code("RequestCodeNotSupported", 3)
-ServiceNotAvailable = _code("ServiceNotAvailable", 14)
-NoPermission = _code("NoPermission", 16)
-TopicNotExist = _code("TopicNotExist", 17)
-QueryNotFound = _code("QueryNotFound", 22)
-SubscriptionGroupNotExist = _code("SubscriptionGroupNotExist", 26)
-InvalidParameter = _code("InvalidParameter", 29)
-ConsumerNotOnline = _code("ConsumerNotOnline", 206)
-BroadcastConsumption = _code("BroadcastConsumption", 213)
+SystemError_ = _code("SystemError", ResponseCode.SYSTEM_ERROR)
+SystemBusy = _code("SystemBusy", ResponseCode.SYSTEM_BUSY)
+RequestCodeNotSupported = _code("RequestCodeNotSupported", ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+ServiceNotAvailable = _code("ServiceNotAvailable", ResponseCode.SERVICE_NOT_AVAILABLE)
+NoPermission = _code("NoPermission", ResponseCode.NO_PERMISSION)
+TopicNotExist = _code("TopicNotExist", ResponseCode.TOPIC_NOT_EXIST)
+QueryNotFound = _code("QueryNotFound", ResponseCode.QUERY_NOT_FOUND)
+SubscriptionGroupNotExist = _code("SubscriptionGroupNotExist", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
+InvalidParameter = _code("InvalidParameter", ResponseCode.INVALID_PARAMETER)
+ConsumerNotOnline = _code("ConsumerNotOnline", ResponseCode.CONSUMER_NOT_ONLINE)
+BroadcastConsumption = _code("BroadcastConsumption", ResponseCode.BROADCAST_CONSUMPTION)
 
 
 class QuietExit(Exception):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mqadmin.protocol import versions
+
 
 @dataclass(frozen=True, order=True)
 class MessageQueue:
@@ -182,13 +184,4 @@ class BrokerInfo:
     @property
     def server_side_reset(self) -> bool:
         """5.2+ resets offsets on the broker; older brokers push the reset to online clients."""
-        return version_tuple(self.version) >= (5, 2)
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for p in version.replace("-", ".").split("."):
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    return tuple(parts)
+        return versions.server_side_reset(self.version)

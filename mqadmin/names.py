@@ -12,9 +12,7 @@ from typing import Final
 
 __all__ = [
     "ALLOWED",
-    "DLQ_PREFIX",
     "GROUP_MAX_LENGTH",
-    "RETRY_PREFIX",
     "TOPIC_MAX_LENGTH",
     "group_problem",
     "is_valid_group",
@@ -32,8 +30,6 @@ TOPIC_MAX_LENGTH: Final = 127
 #: all, later upstream ones do (TopicValidator.validateGroup); we always do, since groups name
 #: folders (their retry and DLQ topics)
 GROUP_MAX_LENGTH: Final = 120
-RETRY_PREFIX: Final = "%RETRY%"
-DLQ_PREFIX: Final = "%DLQ%"
 
 
 def topic_problem(topic: str) -> str | None:

@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
+from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
+
 #: MessageModel ordinals, as the exporter writes the msgModel label
 MODEL_ORDINALS = {"BROADCASTING": "0", "CLUSTERING": "1"}
 

@@ -31,3 +31,14 @@ def test_53_no_permission_and_other_system_errors() -> None:
     other = errors.BrokerError.for_code(1, "org.apache.rocketmq.store.SomethingElse: disk full")
     assert not other.permission_denied
     assert "SYSTEM_ERROR (1)" in str(other)
+
+
+def test_codes_are_named_from_the_response_code_table() -> None:
+    """Typed errors and the ones made on the fly take their names from ResponseCode; a code
+    outside the table keeps its number."""
+    assert errors.TopicNotExist.code == 17 and errors.TopicNotExist.code_name == "TOPIC_NOT_EXIST"
+    assert isinstance(errors.BrokerError.for_code(17, "x"), errors.TopicNotExist)
+    flow = errors.BrokerError.for_code(215, "too many requests", "127.0.0.1:10911")
+    assert "FLOW_CONTROL (215)" in str(flow)
+    odd = errors.BrokerError.for_code(9999, "?")
+    assert "CODE_9999 (9999)" in str(odd) and odd.code == 9999

@@ -15,7 +15,7 @@ from mqadmin import errors, names
 from mqadmin.config import default_home
 from mqadmin.message import iter_messages
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.model import RETRY_PREFIX, MockBroker
+from mqadmin.mock.model import MockBroker
 from mqadmin.model import (
     BrokerInfo,
     ClientConnection,
@@ -30,6 +30,7 @@ from mqadmin.model import (
     SendResult,
     TopicRoute,
 )
+from mqadmin.protocol.constants import RETRY_PREFIX
 
 DEMO_NAME = "demo"
 

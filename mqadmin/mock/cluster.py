@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mqadmin.errors import StoreError, UsageError
-from mqadmin.mock.model import RETRY_PREFIX, MockBroker
+from mqadmin.mock.model import MockBroker
 from mqadmin.mock.store import DEFAULT_COMMITLOG_FILE_SIZE, DEFAULT_CQ_FILE_SIZE, BrokerStore
 from mqadmin.model import BrokerData, QueueData, TopicRoute
+from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.safety import atomic_write
 
 CLUSTER_FILE = "cluster.json"

@@ -18,11 +18,10 @@ from typing import Any
 from mqadmin import errors, names
 from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
 from mqadmin.mock.store import BrokerStore, ConsumeQueue
-from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper, version_tuple
+from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper
+from mqadmin.protocol import versions
+from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 
-PERM_READ_WRITE = 6
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 TPS_WINDOW_S = 60
 
 
@@ -71,7 +70,7 @@ class MockBroker:
         self.version = version
         self.addr = addr or f"mock://{name}"
         self.default_store_host = "127.0.0.1:10911"
-        self._v = version_tuple(version)
+        self._v = versions.version_tuple(version)
         self._lock = threading.RLock()
         self.topics: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, dict[str, Any]] = {}
@@ -92,11 +91,11 @@ class MockBroker:
     # ---- behaviour switches (protocol doc §5) ----
     @property
     def server_side_reset(self) -> bool:
-        return self._v >= (5, 2)
+        return versions.server_side_reset(self._v)
 
     @property
     def lower_boundary_search(self) -> bool:
-        return self._v >= (5, 1, 1)
+        return versions.lower_boundary_search(self._v)
 
     # ---- persistence ----
     def load(self) -> None:
@@ -284,18 +283,18 @@ class MockBroker:
         if offset >= 0:
             return offset
         not_found = errors.QueryNotFound("Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", self.addr)
-        if set_zero_if_not_found is False and self._v >= (5, 0):
+        if set_zero_if_not_found is False and versions.query_offset_not_found_strict(self._v):
             raise not_found
         cq = self._queue(topic, queue_id)
         has_first = cq.max_offset > 0
-        if cq.min_offset <= 0 and (has_first or self._v < (5, 1)):
+        if cq.min_offset <= 0 and (has_first or not versions.zero_offset_needs_first_message(self._v)):
             return 0
         raise not_found
 
     def update_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> str:
         """UPDATE_CONSUMER_OFFSET; returns the remark (non-empty when the update was ignored)."""
         with self._lock:
-            if self._v >= (5, 3):
+            if versions.checks_group_on_commit(self._v):
                 if group not in self.groups:
                     raise errors.SubscriptionGroupNotExist(f"subscription group not exist, {group}", self.addr)
                 if topic not in self.topics:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from mqadmin.errors import UsageError
 from mqadmin.mock.cluster import CLUSTER_FILE, MockCluster
-from mqadmin.mock.model import RETRY_PREFIX, MockBroker
+from mqadmin.mock.model import MockBroker
 from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import Message
+from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.safety import atomic_write
 
 DEMO_TOPIC = "TopicTest"

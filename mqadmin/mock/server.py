@@ -44,12 +44,12 @@ from mqadmin import errors, fastjson, names
 from mqadmin.message import encode_message, format_properties, java_string_hash, parse_properties
 from mqadmin.mock.backend import DEMO_NAME, mock_root
 from mqadmin.mock.cluster import CLUSTER_FILE, DEFAULT_VERSION, MockCluster
-from mqadmin.mock.model import RETRY_PREFIX, ClientInfo, MockBroker, PullOutcome
+from mqadmin.mock.model import ClientInfo, MockBroker, PullOutcome
 from mqadmin.mock.store import StoreWriteFailed
-from mqadmin.model import BrokerData, Message, MessageQueue, QueueData, TopicRoute, version_tuple
-from mqadmin.remoting import acl as acl_sign
-from mqadmin.remoting.codec import BadFrame, FrameDecoder, FrameTooLarge, RemotingCommand, encode
-from mqadmin.remoting.codes import (
+from mqadmin.model import BrokerData, Message, MessageQueue, QueueData, TopicRoute
+from mqadmin.protocol import acl as acl_sign
+from mqadmin.protocol.codec import BadFrame, FrameDecoder, FrameTooLarge, RemotingCommand, encode
+from mqadmin.protocol.codes import (
     CURRENT_VERSION,
     LanguageCode,
     MQVersion,
@@ -58,6 +58,8 @@ from mqadmin.remoting.codes import (
     version_name,
     version_ordinal,
 )
+from mqadmin.protocol.constants import RETRY_PREFIX
+from mqadmin.protocol.versions import version_tuple
 
 __all__ = [
     "DEFAULT_NAMESRV_PORT",

@@ -17,6 +17,7 @@ from mqadmin.mock.model import MockBroker
 from mqadmin.mock.store import BrokerStore
 from mqadmin.model import ConsumerConnection, Message, MessageQueue, SendResult
 from mqadmin.offline.layout import StoreSpec, discover, lock_holder, parse_address
+from mqadmin.protocol.constants import PERM_READ_WRITE
 
 _CONFIGS = ("consumerOffset.json", "topics.json", "subscriptionGroup.json")
 
@@ -37,7 +38,7 @@ class StoreBroker(MockBroker):
             n = max(ids) + 1
             self.topics[topic] = {
                 "order": False,
-                "perm": 6,
+                "perm": PERM_READ_WRITE,
                 "readQueueNums": n,
                 "topicFilterType": "SINGLE_TAG",
                 "topicName": topic,

@@ -2,7 +2,8 @@
 
 Every method builds one request (or one per broker, sent together and awaited together),
 checks the response code and shapes the reply into the facade's value types, with the
-semantics the embedded mock has (protocol doc §2, §3, §5). Broker errors become typed
+semantics the embedded mock has (the broker's processors: AdminBrokerProcessor.java,
+ConsumerManageProcessor.java, PullMessageProcessor.java, SendMessageProcessor.java). Broker errors become typed
 ``BrokerError``s that name the broker's address; could-not-talk failures are ``ConnectError``s.
 """
 
@@ -35,24 +36,29 @@ from mqadmin.model import (
     SendResult,
     TopicRoute,
 )
+from mqadmin.protocol.codec import DEFAULT_LANGUAGE, RemotingCommand
+from mqadmin.protocol.codes import LanguageCode, RequestCode, ResponseCode, version_name
+from mqadmin.protocol.constants import (
+    DEFAULT_MAX_RECONSUME_TIMES,
+    DEFAULT_TOPIC,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    EXPRESSION_TAG,
+    MASTER_ID,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    PULL_SUBSCRIPTION,
+    RETRY_PREFIX,
+    SUBSCRIBE_ALL,
+    TOOLS_CONSUMER_GROUP,
+)
 from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, PendingReply, RemotingClient, TlsOptions
-from mqadmin.remoting.codec import DEFAULT_LANGUAGE, RemotingCommand
-from mqadmin.remoting.codes import LanguageCode, RequestCode, ResponseCode, version_name
 
 __all__ = ["MalformedReply", "RemotingAdmin"]
 
 log = logging.getLogger("mqadmin.remoting")
 
-RETRY_PREFIX: Final = "%RETRY%"
-#: the group the Java admin tool pulls with; every broker creates it at start-up
-TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
 #: the producer group our sends are attributed to (only statistics use it)
 TOOLS_PRODUCER_GROUP: Final = "MQADMIN_TOOLS_PRODUCER"
-#: the topic new topics are modelled on, and its default queue count (SEND_MESSAGE_V2 c/d)
-DEFAULT_TOPIC: Final = "TBW102"
-DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
-#: the Java client's default for CONSUMER_SEND_MSG_BACK when the consumer did not set one
-DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: GET_CONSUME_STATS walks every queue of every topic; the Java tool gives it three time limits
 CONSUME_STATS_TIMEOUT_FACTOR: Final = 3
 #: requests one fan-out keeps in flight (per-group calls can number tens of thousands)
@@ -64,14 +70,6 @@ SEND_ROUTE_TTL_S: Final = 30.0
 # How long a looked-up route is reused: long enough for one command's fan-out, short enough
 # that a topic created meanwhile shows up on the next command.
 ROUTE_CACHE_S: Final = 5.0
-#: PullSysFlag bit: the request carries a subscription expression
-PULL_FLAG_SUBSCRIPTION: Final = 0x4
-SUBSCRIBE_ALL: Final = "*"
-EXPRESSION_TYPE_TAG: Final = "TAG"
-#: TopicConfig/QueueData perm bit for "writable"
-PERM_WRITE: Final = 0x2
-PERM_READ_WRITE: Final = 6
-MASTER_ID: Final = 0
 #: broker names this process already said it reads from a slave (once per run, not per connection)
 _SLAVE_READS: set[str] = set()
 _SLAVE_READS_LOCK = threading.Lock()
@@ -846,12 +844,12 @@ class RemotingAdmin:
             "queueId": mq.queue_id,
             "queueOffset": offset,
             "maxMsgNums": max_nums,
-            "sysFlag": PULL_FLAG_SUBSCRIPTION,
+            "sysFlag": PULL_SUBSCRIPTION,
             "commitOffset": 0,
             "suspendTimeoutMillis": 0,
             "subscription": SUBSCRIBE_ALL,
             "subVersion": 0,
-            "expressionType": EXPRESSION_TYPE_TAG,
+            "expressionType": EXPRESSION_TAG,
         }
         return _PendingPull(
             self, addr, self._client.submit(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields))

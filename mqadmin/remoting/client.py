@@ -3,7 +3,7 @@
 RocketMQ servers hand each request to the thread pool registered for its code, so replies on
 one connection come back in any order: a reader thread per connection matches them to waiting
 callers by ``opaque`` through a dict of futures (style guide 2.11), never a FIFO. Frames are
-built and parsed by :mod:`mqadmin.remoting.codec`; this module owns sockets, threads, time
+built and parsed by :mod:`mqadmin.protocol.codec`; this module owns sockets, threads, time
 limits, retries of idempotent reads, ACL signing and name-server failover.
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from mqadmin import errors
-from mqadmin.remoting import acl
-from mqadmin.remoting.codec import (
+from mqadmin.protocol import acl
+from mqadmin.protocol.codec import (
     DEFAULT_LANGUAGE,
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -34,7 +34,7 @@ from mqadmin.remoting.codec import (
     RemotingCommand,
     encode,
 )
-from mqadmin.remoting.codes import RequestCode, ResponseCode
+from mqadmin.protocol.codes import RequestCode, ResponseCode
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -428,7 +428,7 @@ class PendingReply:
 class RemotingClient:
     """Connections to a name-server list and to any broker address, shared by many threads.
 
-    * Requests are signed (protocol doc §6) when both ``access_key`` and ``secret_key`` are
+    * Requests are signed (:mod:`mqadmin.protocol.acl`) when both ``access_key`` and ``secret_key`` are
       given; the secret is kept private and never logged.
     * ``invoke(..., idempotent=True)`` retries a read once on a fresh connection when the old
       one broke before the reply (a broker restart leaves stale pooled connections); writes

@@ -10,10 +10,10 @@ from typing import Any
 
 from conftest import CliResult, Store
 
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import RequestCode, ResponseCode
+from mqadmin.protocol.versions import version_desc, version_ordinal
 from mqadmin.remoting.client import RemotingClient
-from mqadmin.remoting.codec import RemotingCommand
-from mqadmin.remoting.codes import RequestCode, ResponseCode
-from mqadmin.versions import version_desc, version_ordinal
 
 GROUP = "sms_consumer"
 JAVA_V4_9_7 = version_ordinal("V4_9_7")

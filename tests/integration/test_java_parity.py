@@ -36,10 +36,10 @@ from mqadmin import errors
 from mqadmin.cli import main
 from mqadmin.model import Message, MessageQueue
 from mqadmin.output import Env
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import RequestCode, ResponseCode
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
-from mqadmin.remoting.codec import RemotingCommand
-from mqadmin.remoting.codes import RequestCode, ResponseCode
 from tests.support import official_client as oc
 from tests.support import realbroker as rb
 

@@ -29,12 +29,12 @@ import pytest
 from mqadmin import fastjson
 from mqadmin.message import format_properties, iter_messages, java_string_hash
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.model import RETRY_PREFIX
 from mqadmin.mock.server import MockServer, ServerReady, serve_store, tls_context
 from mqadmin.model import Message, MessageQueue
-from mqadmin.remoting import acl
-from mqadmin.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, encode
-from mqadmin.remoting.codes import MQVersion, RequestCode, ResponseCode
+from mqadmin.protocol import acl
+from mqadmin.protocol.codec import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, RemotingCommand, encode
+from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode
+from mqadmin.protocol.constants import RETRY_PREFIX
 
 pytestmark = pytest.mark.integration
 

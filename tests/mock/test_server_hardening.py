@@ -24,8 +24,8 @@ import pytest
 
 from mqadmin import fastjson
 from mqadmin.mock.server import MAX_QUEUE_NUMS, MockServer
-from mqadmin.remoting.codec import BadFrame, FrameDecoder, RemotingCommand, encode
-from mqadmin.remoting.codes import RequestCode, ResponseCode
+from mqadmin.protocol.codec import BadFrame, FrameDecoder, RemotingCommand, encode
+from mqadmin.protocol.codes import RequestCode, ResponseCode
 from tests.mock import test_server as _base
 from tests.mock.test_server import GROUP, TOPIC, Clients, RawClient, Serve, send_v2
 from tests.support.fuzz import codec_inputs, nasty_frame

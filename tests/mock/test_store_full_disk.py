@@ -23,8 +23,8 @@ from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.server import MockServer
 from mqadmin.mock.store import BrokerStore, StoreWriteFailed
 from mqadmin.model import Message
-from mqadmin.remoting.codec import FLAG_ONEWAY, RemotingCommand
-from mqadmin.remoting.codes import RequestCode, ResponseCode
+from mqadmin.protocol.codec import FLAG_ONEWAY, RemotingCommand
+from mqadmin.protocol.codes import RequestCode, ResponseCode
 from tests.mock.test_server import RawClient, send_v2
 
 FILE_SIZE = 16 * 1024

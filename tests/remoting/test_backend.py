@@ -33,9 +33,10 @@ from mqadmin.model import (
     QueueStats,
     TopicRoute,
 )
-from mqadmin.remoting.backend import TOOLS_CONSUMER_GROUP, MalformedReply, RemotingAdmin
-from mqadmin.remoting.codec import FrameDecoder, RemotingCommand, encode
-from mqadmin.remoting.codes import MQVersion, RequestCode, ResponseCode
+from mqadmin.protocol.codec import FrameDecoder, RemotingCommand, encode
+from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode
+from mqadmin.protocol.constants import TOOLS_CONSUMER_GROUP
+from mqadmin.remoting.backend import MalformedReply, RemotingAdmin
 
 WAIT = 5.0
 Reply = Callable[[RemotingCommand], "RemotingCommand | None"]
@@ -786,7 +787,7 @@ def test_half_given_credentials_are_a_usage_error() -> None:
 
 
 def test_signed_admin_signs_namesrv_and_broker_requests(cluster: Cluster) -> None:
-    from mqadmin.remoting import acl
+    from mqadmin.protocol import acl
 
     cluster.a.on(RequestCode.GET_MIN_OFFSET, lambda c: ok(c, offset=0))
     admin = RemotingAdmin(cluster.ns.addr, access_key="ak", secret_key="sk")

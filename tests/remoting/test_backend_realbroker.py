@@ -16,10 +16,10 @@ import pytest
 
 from mqadmin import errors, fastjson
 from mqadmin.model import ConsumeStats, Message, MessageQueue
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import RequestCode, ResponseCode
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
-from mqadmin.remoting.codec import RemotingCommand
-from mqadmin.remoting.codes import RequestCode, ResponseCode
 from tests.support import realbroker as rb
 
 pytestmark = pytest.mark.realbroker

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from mqadmin import errors
-from mqadmin.remoting import acl
+from mqadmin.protocol import acl
+from mqadmin.protocol.codec import FLAG_ONEWAY, FrameDecoder, RemotingCommand, encode
+from mqadmin.protocol.codes import RequestCode, ResponseCode
 from mqadmin.remoting.client import (
     ConnectFailed,
     ConnectionLost,
@@ -31,8 +33,6 @@ from mqadmin.remoting.client import (
     parse_address,
     split_addresses,
 )
-from mqadmin.remoting.codec import FLAG_ONEWAY, FrameDecoder, RemotingCommand, encode
-from mqadmin.remoting.codes import RequestCode, ResponseCode
 
 SHORT = 0.3  # seconds: a time limit the tests expect to expire
 WAIT = 5.0  # seconds: a bound for things that should happen promptly

@@ -16,9 +16,9 @@ from conftest import CliResult
 
 from mqadmin.admin import connect
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.model import RETRY_PREFIX
 from mqadmin.mock.seed import commit_at_time, fill_topic
 from mqadmin.model import Message
+from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.replay.records import read_records
 
 T0 = 1_700_000_000_000

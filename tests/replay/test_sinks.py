@@ -12,9 +12,9 @@ import pytest
 from mqadmin.admin import Admin, connect
 from mqadmin.errors import UsageError
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.model import RETRY_PREFIX
 from mqadmin.mock.seed import commit_at_time
 from mqadmin.model import Message, MessageQueue
+from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.replay.local import run_local
 from mqadmin.replay.planner import Slice, plan_window
 from mqadmin.replay.records import RECORD_KEYS, from_record, read_records, to_json_line, to_record

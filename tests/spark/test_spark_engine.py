@@ -16,9 +16,9 @@ pytest.importorskip("pyspark")
 
 from mqadmin.admin import Admin, connect  # noqa: E402
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
-from mqadmin.mock.model import RETRY_PREFIX  # noqa: E402
 from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
 from mqadmin.model import Message  # noqa: E402
+from mqadmin.protocol.constants import RETRY_PREFIX  # noqa: E402
 from mqadmin.replay.local import Checkpoint, run_local  # noqa: E402
 from mqadmin.replay.planner import Plan, plan_window, select_queues  # noqa: E402
 from mqadmin.replay.records import read_records  # noqa: E402

@@ -18,10 +18,10 @@ from typing import Any
 
 from mqadmin import fastjson
 from mqadmin.model import MessageQueue
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import RequestCode
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
-from mqadmin.remoting.codec import RemotingCommand
-from mqadmin.remoting.codes import RequestCode
 
 
 class ScriptedConsumer:

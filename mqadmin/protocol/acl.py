@@ -1,8 +1,9 @@
-"""ACL request signing for the remoting protocol (protocol doc §6), client and server side.
+"""ACL request signing for the remoting protocol client and server side.
 
 The signed content is the *values* of all extFields except ``Signature``, ordered by key and
 joined with no separator, followed by the raw body; the signature is Base64(HMAC-SHA1). This is
-what Java clients from 4.9.4 on and the 5.x ACL 2.0 module do.
+what Java clients from 4.9.4 on and the 5.x ACL 2.0 module do (acl: AclUtils.java,
+AclClientRPCHook.java).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import hmac
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from mqadmin.remoting.codec import ext_value
-from mqadmin.remoting.codes import MQVersion
+from mqadmin.protocol.codec import ext_value
+from mqadmin.protocol.codes import MQVersion
 
 __all__ = [
     "ACCESS_KEY",

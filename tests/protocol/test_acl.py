@@ -6,14 +6,14 @@ import base64
 import hashlib
 import hmac
 
-from mqadmin.remoting.acl import (
+from mqadmin.protocol.acl import (
     UNIQUE_KEY_QUERY,
     content_to_sign,
     server_unsigned_fields,
     sign,
     verify,
 )
-from mqadmin.remoting.codes import MQVersion
+from mqadmin.protocol.codes import MQVersion
 
 
 def by_hand(content: bytes, secret: bytes) -> str:

@@ -1,8 +1,8 @@
 """RocketMQ remoting frames: commands to bytes and bytes to commands, with no I/O.
 
-A frame is ``length(4) | type<<24 | headerLen (4) | header | body`` (big-endian, protocol doc
-§1.1). The header is JSON text as Java's fastjson writes it, or the ROCKETMQ binary layout
-(§1.4). Sockets live elsewhere; this module is tested with byte strings alone, like
+A frame is ``length(4) | type<<24 | headerLen (4) | header | body`` (big-endian; remoting:
+NettyEncoder.java, RemotingCommand.java). The header is JSON text as Java's fastjson writes it,
+or the ROCKETMQ binary layout (remoting: RocketMQSerializable.java). Sockets live elsewhere; this module is tested with byte strings alone, like
 kafka-python's protocol parser.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from mqadmin import fastjson
 from mqadmin.errors import ConnectError
-from mqadmin.remoting.codes import (
+from mqadmin.protocol.codes import (
     CURRENT_VERSION,
     LanguageCode,
     ResponseCode,
@@ -47,7 +47,7 @@ HEADER_LENGTH_MASK: Final = 0xFFFFFF
 SERIALIZE_TYPE_SHIFT: Final = 24
 SERIALIZE_TYPE_MASK: Final = 0xFF
 
-# flag bits (§1.3)
+# flag bits of the header (remoting: RemotingCommand.java, RPC_TYPE and RPC_ONEWAY)
 FLAG_RESPONSE: Final = 1 << 0
 FLAG_ONEWAY: Final = 1 << 1
 

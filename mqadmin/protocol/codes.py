@@ -1,14 +1,15 @@
 """Numbers of the RocketMQ remoting protocol: request/response codes, languages, versions.
 
 Values follow the Java broker (``RequestCode``, ``ResponseCode``, ``LanguageCode``,
-``MQVersion.Version``); see docs/rocketmq-protocol.md §1-§2 for what each one does.
+``MQVersion.Version``; remoting: RequestCode.java, ResponseCode.java, RemotingSysResponseCode.java,
+LanguageCode.java; common: MQVersion.java).
 """
 
 from __future__ import annotations
 
 import enum
 
-from mqadmin.versions import CURRENT_VERSION, VERSION_NAMES, MQVersion, version_name, version_ordinal
+from mqadmin.protocol.versions import CURRENT_VERSION, VERSION_NAMES, MQVersion, version_name, version_ordinal
 
 __all__ = [
     "CURRENT_VERSION",

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from mqadmin.remoting.codec import BadFrame, FrameDecoder
+from mqadmin.protocol.codec import BadFrame, FrameDecoder
 from tests.support.fuzz import codec_inputs, frame, json_header
 
 SUITE_INPUTS = 200_000

@@ -7,7 +7,7 @@ import enum
 import pytest
 
 from mqadmin.errors import ConnectError
-from mqadmin.remoting.codec import (
+from mqadmin.protocol.codec import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
     FRAME_MAX_LENGTH,
@@ -20,7 +20,7 @@ from mqadmin.remoting.codec import (
     encode_header,
     ext_value,
 )
-from mqadmin.remoting.codes import (
+from mqadmin.protocol.codes import (
     CURRENT_VERSION,
     VERSION_NAMES,
     LanguageCode,
@@ -423,7 +423,7 @@ def test_json_header_fast_path_writes_what_fastjson_writes() -> None:
     import itertools
 
     from mqadmin import fastjson
-    from mqadmin.remoting.codec import encode_header
+    from mqadmin.protocol.codec import encode_header
 
     awkward = [
         "plain",
