@@ -2,9 +2,10 @@
 
 RocketMQ servers hand each request to the thread pool registered for its code, so replies on
 one connection come back in any order: a reader thread per connection matches them to waiting
-callers by ``opaque`` through a dict of futures (style guide 2.11), never a FIFO. Frames are
-built and parsed by :mod:`mqadmin.protocol.codec`; this module owns sockets, threads, time
-limits, retries of idempotent reads, ACL signing and name-server failover.
+callers by ``opaque`` through a dict of futures, never a FIFO. Frames are
+built and parsed by :mod:`mqadmin.protocol.codec` and sockets are :mod:`.transport`'s; this
+module owns connections, threads, time limits, retries of idempotent reads, ACL signing and
+name-server failover.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import dataclasses
 import itertools
 import logging
 import socket
-import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from mqadmin import errors
 from mqadmin.protocol import acl
@@ -35,6 +34,17 @@ from mqadmin.protocol.codec import (
     encode,
 )
 from mqadmin.protocol.codes import RequestCode, ResponseCode
+from mqadmin.remoting.transport import (
+    ADDRESS_SEPARATOR,
+    PlainTransport,
+    TlsOptions,
+    TlsTransport,
+    Transport,
+    describe_os_error,
+    parse_address,
+    seconds_text,
+    split_addresses,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -45,10 +55,7 @@ __all__ = [
     "RemotingConnectError",
     "RequestHandler",
     "RequestTimeout",
-    "TlsOptions",
     "code_name",
-    "parse_address",
-    "split_addresses",
 ]
 
 log = logging.getLogger("mqadmin.remoting")
@@ -57,14 +64,10 @@ log = logging.getLogger("mqadmin.remoting")
 DEFAULT_TIMEOUT: Final = 3.0
 #: extra attempts for an idempotent read whose connection broke before the reply came
 DEFAULT_READ_RETRIES: Final = 1
-#: separator of a name-server list, as ``-n`` and NAMESRV_ADDR write it
-ADDRESS_SEPARATOR: Final = ";"
-RECV_CHUNK: Final = 256 * 1024
 #: Java masks nothing, the C++ client keeps opaques non-negative; we do the latter
 OPAQUE_MASK: Final = 0x7FFFFFFF
 #: threads that run registered handlers for server-to-client requests
 HANDLER_WORKERS: Final = 4
-MAX_PORT: Final = 65535
 
 
 class RemotingConnectError(errors.ConnectError):
@@ -99,172 +102,6 @@ def code_name(code: int) -> str:
         return str(code)
 
 
-def _seconds(value: float) -> str:
-    """3 -> "3.0", 0.25 -> "0.25": how long we waited, as people write it."""
-    text = f"{value:.1f}"
-    return text if float(text) == value else f"{value:g}"
-
-
-def split_addresses(addresses: str | Iterable[str]) -> list[str]:
-    """``"a:9876;b:9876"`` (or a list) into stripped, non-empty entries, order kept."""
-    parts = addresses.split(ADDRESS_SEPARATOR) if isinstance(addresses, str) else list(addresses)
-    return [p.strip() for p in parts if p and p.strip()]
-
-
-def parse_address(addr: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` into (host, port); a usage error says what is wrong."""
-    host, sep, port_text = addr.strip().rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) <= MAX_PORT:
-        raise errors.UsageError(f"bad address {addr!r}: expected host:port")
-    return host, int(port_text)
-
-
-def _describe_os_error(exc: BaseException, timeout: float) -> str:
-    """A short, human reason for a socket failure (no stack, no errno soup)."""
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, ConnectionResetError):
-        return "connection reset by peer"
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return f"timed out after {_seconds(timeout)} s"
-    if isinstance(exc, socket.gaierror):
-        return f"unknown host ({exc.strerror or exc})"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS failure ({exc.reason or exc})"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror[0].lower() + exc.strerror[1:]
-    return str(exc) or type(exc).__name__
-
-
-# ---------------------------------------------------------------------------------------------
-# TLS
-
-
-@dataclass(frozen=True)
-class TlsOptions:
-    """TLS to namesrv and brokers (RocketMQ's ``tls.enable``).
-
-    With ``ca`` the server must present a certificate signed by that CA; host names are not
-    checked then, because broker certificates from a private CA seldom list the IPs that the
-    name server hands out. Without ``ca`` the system trust store and host-name checks apply.
-    ``cert``/``key`` give a client certificate for servers that ask for one (mutual TLS).
-    """
-
-    ca: str | None = None
-    cert: str | None = None
-    key: str | None = None
-
-    def context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ca)
-        if self.ca:
-            ctx.check_hostname = False
-        if self.cert:
-            ctx.load_cert_chain(self.cert, self.key)
-        return ctx
-
-
-class _Transport(Protocol):
-    def send(self, data: bytes) -> None: ...
-    def recv(self) -> bytes: ...
-    def close(self) -> None: ...
-
-
-class _PlainTransport:
-    """A connected TCP socket: blocking sends from callers, blocking receives by the reader."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._send_lock = threading.Lock()
-
-    def send(self, data: bytes) -> None:
-        with self._send_lock:  # frames from concurrent callers must not interleave
-            self._sock.sendall(data)
-
-    def recv(self) -> bytes:
-        return self._sock.recv(RECV_CHUNK)
-
-    def close(self) -> None:
-        _close_socket(self._sock)
-
-
-def _close_socket(sock: socket.socket) -> None:
-    """shutdown() first: it wakes a reader blocked in recv(), which close() alone may not."""
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()
-
-
-class _TlsTransport:
-    """TLS over memory BIOs, so one thread can read while others write.
-
-    OpenSSL objects must not be used from two threads at once, which rules out sharing an
-    ``SSLSocket`` between the reader and the callers. Here every use of the SSL object happens
-    under ``_ssl_lock`` and the socket I/O happens outside it. Encrypted output is drained only
-    while ``_send_lock`` is held and sent before it is released, so records leave in order.
-    """
-
-    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext, server_hostname: str | None) -> None:
-        self._sock = sock
-        self._in = ssl.MemoryBIO()
-        self._out = ssl.MemoryBIO()
-        self._obj = ctx.wrap_bio(self._in, self._out, server_side=False, server_hostname=server_hostname)
-        self._ssl_lock = threading.Lock()
-        self._send_lock = threading.Lock()
-
-    def handshake(self) -> None:
-        """Run the handshake on the caller's thread, within the socket's connect timeout."""
-        while True:
-            try:
-                self._obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self._flush_out()
-                data = self._sock.recv(RECV_CHUNK)
-                if not data:
-                    raise ConnectionResetError("connection closed during the TLS handshake") from None
-                self._in.write(data)
-        self._flush_out()
-
-    def _flush_out(self) -> None:
-        pending = self._out.read()
-        if pending:
-            self._sock.sendall(pending)
-
-    def send(self, data: bytes) -> None:
-        with self._send_lock:
-            with self._ssl_lock:
-                self._obj.write(data)
-                pending = self._out.read()
-            self._sock.sendall(pending)
-
-    def recv(self) -> bytes:
-        while True:
-            with self._ssl_lock:
-                try:
-                    return self._obj.read(RECV_CHUNK)
-                except ssl.SSLWantReadError:
-                    pass
-                except ssl.SSLZeroReturnError:
-                    return b""  # the peer sent close_notify
-                needs_flush = self._out.pending > 0
-            if needs_flush:  # e.g. a TLS 1.3 key update answered while reading
-                with self._send_lock:
-                    with self._ssl_lock:
-                        pending = self._out.read()
-                    self._sock.sendall(pending)
-            data = self._sock.recv(RECV_CHUNK)
-            if not data:
-                return b""
-            with self._ssl_lock:
-                self._in.write(data)
-
-    def close(self) -> None:
-        _close_socket(self._sock)
-
-
 # ---------------------------------------------------------------------------------------------
 # One connection
 
@@ -276,7 +113,7 @@ _SILENT_CLOSE = ("closed by peer", "connection reset by peer")
 class _Connection:
     """A connection to one address, with the futures of its requests in flight by opaque."""
 
-    def __init__(self, client: RemotingClient, addr: str, transport: _Transport, max_frame_length: int) -> None:
+    def __init__(self, client: RemotingClient, addr: str, transport: Transport, max_frame_length: int) -> None:
         self.addr = addr
         self._client = client
         self._transport = transport
@@ -315,7 +152,7 @@ class _Connection:
         try:
             self._transport.send(encode(cmd))
         except OSError as exc:
-            reason = _describe_os_error(exc, 0)
+            reason = describe_os_error(exc, 0)
             self.close(reason)
             raise self._lost(reason) from None
 
@@ -337,12 +174,12 @@ class _Connection:
             reason = f"bad frame from peer ({exc})"
             log.warning("closing connection to %s: %s", self.addr, reason)
         except OSError as exc:
-            reason = _describe_os_error(exc, 0)
+            reason = describe_os_error(exc, 0)
         except Exception as exc:  # the reader must end cleanly whatever happens
             reason = f"internal error ({type(exc).__name__}: {exc})"
             log.exception("reader of %s failed", self.addr)
         finally:
-            if not answered and isinstance(self._transport, _PlainTransport) and reason in _SILENT_CLOSE:
+            if not answered and isinstance(self._transport, PlainTransport) and reason in _SILENT_CLOSE:
                 # what a server with tls.server.mode=enforcing does to plaintext: drop it unanswered
                 reason += " before any reply (does the server require TLS? try --tls)"
             self.close(reason)
@@ -416,7 +253,7 @@ class PendingReply:
         except FutureTimeout:
             self._conn.forget(self.request.opaque)
             raise RequestTimeout(
-                f"timed out after {_seconds(self.timeout)} s waiting for {self.addr} ({code_name(self.request.code)})",
+                f"timed out after {seconds_text(self.timeout)} s waiting for {self.addr} ({code_name(self.request.code)})",
                 self.addr,
             ) from None
 
@@ -622,22 +459,22 @@ class RemotingClient:
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
-            raise ConnectFailed(f"cannot connect to {addr}: {_describe_os_error(exc, timeout)}", addr) from None
+            raise ConnectFailed(f"cannot connect to {addr}: {describe_os_error(exc, timeout)}", addr) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            transport: _Transport
+            transport: Transport
             if self._tls_context is not None:
                 hostname = host if self._tls_context.check_hostname else None
-                tls = _TlsTransport(sock, self._tls_context, hostname)
+                tls = TlsTransport(sock, self._tls_context, hostname)
                 tls.handshake()
                 transport = tls
             else:
-                transport = _PlainTransport(sock)
+                transport = PlainTransport(sock)
             sock.settimeout(None)  # the reader blocks; callers time out on their futures
         except OSError as exc:
             sock.close()
-            raise ConnectFailed(f"cannot connect to {addr}: {_describe_os_error(exc, timeout)}", addr) from None
+            raise ConnectFailed(f"cannot connect to {addr}: {describe_os_error(exc, timeout)}", addr) from None
         log.debug("connected to %s%s", addr, " (TLS)" if self._tls_context is not None else "")
         return _Connection(self, addr, transport, self.max_frame_length)
 
@@ -646,13 +483,6 @@ class RemotingClient:
         with self._lock:
             if self._connections.get(conn.addr) is conn:
                 del self._connections[conn.addr]
-
-    def close_connection(self, addr: str) -> None:
-        """Drop the connection to one address (e.g. after its broker moved)."""
-        with self._lock:
-            conn = self._connections.get(addr)
-        if conn is not None:
-            conn.close()
 
     def close(self) -> None:
         """Close every connection; waiting callers get ConnectionLost. Idempotent."""

@@ -29,10 +29,8 @@ from mqadmin.remoting.client import (
     ConnectionLost,
     RemotingClient,
     RequestTimeout,
-    TlsOptions,
-    parse_address,
-    split_addresses,
 )
+from mqadmin.remoting.transport import TlsOptions, parse_address, split_addresses
 
 SHORT = 0.3  # seconds: a time limit the tests expect to expire
 WAIT = 5.0  # seconds: a bound for things that should happen promptly
