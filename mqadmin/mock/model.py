@@ -20,7 +20,7 @@ from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offs
 from mqadmin.mock.store import BrokerStore, ConsumeQueue
 from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper
 from mqadmin.protocol import versions
-from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
+from mqadmin.protocol.constants import DEFAULT_MAX_RECONSUME_TIMES, DLQ_PREFIX, RETRY_PREFIX
 
 TPS_WINDOW_S = 60
 
@@ -181,7 +181,7 @@ class MockBroker:
                     "consumeFromMinEnable": True,
                     "groupName": group,
                     "notifyConsumerIdsChangedEnable": True,
-                    "retryMaxTimes": 16,
+                    "retryMaxTimes": DEFAULT_MAX_RECONSUME_TIMES,
                     "retryQueueNums": 1,
                     "whichBrokerWhenConsumeSlowly": 1,
                 }
@@ -585,7 +585,13 @@ class MockBroker:
         msg.broker_name = self.name
         return msg
 
-    def send_back(self, group: str, commitlog_offset: int, delay_level: int, max_reconsume_times: int = 16) -> Message:
+    def send_back(
+        self,
+        group: str,
+        commitlog_offset: int,
+        delay_level: int,
+        max_reconsume_times: int = DEFAULT_MAX_RECONSUME_TIMES,
+    ) -> Message:
         """CONSUMER_SEND_MSG_BACK: copy to %RETRY%group (or %DLQ%group once retries run out)."""
         if group not in self.groups:
             raise errors.SubscriptionGroupNotExist(f"subscription group not exist, {group}", self.addr)

@@ -1,4 +1,5 @@
-"""Golden frames: bytes laid out by hand from the protocol doc (§1) against the codec."""
+"""Golden frames: bytes laid out by hand (remoting: RemotingCommand.java, RocketMQSerializable.java)
+against the codec."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ DOC_REQUEST_FRAME = b"\x00\x00\x00\x88" + b"\x00\x00\x00\x84" + DOC_REQUEST_HEAD
 DOC_REPLY_HEADER = b'{"code":0,"flag":1,"language":"JAVA","opaque":42,"serializeTypeCurrentRPC":"JSON","version":479}'
 DOC_REPLY_FRAME = b"\x00\x00\x00\x64" + b"\x00\x00\x00\x60" + DOC_REPLY_HEADER
 
-# The same request with a ROCKETMQ binary header (§1.4).
+# The same request with a ROCKETMQ binary header (remoting: RocketMQSerializable.java).
 BINARY_HEADER = (
     b"\x00\x69"  # code 105
     b"\x00"  # language JAVA
@@ -372,7 +373,7 @@ def test_int32_range_checked() -> None:
 
 
 def test_version_table() -> None:
-    # Anchors from the protocol doc's version table.
+    # Anchors from Java's MQVersion.Version enum (common: MQVersion.java).
     assert version_ordinal("V3_0_7_SNAPSHOT") == 28
     assert version_ordinal("V3_4_9") == 121
     assert version_ordinal("V4_6_0") == 333

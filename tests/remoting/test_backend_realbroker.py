@@ -132,7 +132,7 @@ def test_pull_returns_what_was_sent(session: Session) -> None:
     assert (at_end.status, at_end.next_begin_offset, at_end.messages) == ("OFFSET_OVERFLOW_ONE", PER_QUEUE, [])
     beyond = admin.pull(mq, PER_QUEUE + 5)
     assert (beyond.status, beyond.next_begin_offset) == ("OFFSET_OVERFLOW_BADLY", PER_QUEUE)
-    # the store status travels in the remark, whatever the reply code (protocol doc §5.3)
+    # the store status travels in the remark, whatever the reply code (broker: PullMessageProcessor.java)
     empty = MessageQueue("TBW102", mq.broker_name, 0)
     assert admin.max_offset(empty) == 0
     assert (admin.pull(empty, 0).status, admin.pull(empty, 3).status) == ("NO_MESSAGE_IN_QUEUE",) * 2
@@ -146,7 +146,7 @@ def test_search_offset_by_time(session: Session) -> None:
         for offset, ts in enumerate(times):
             assert admin.search_offset(mq, ts) == offset
         assert admin.search_offset(mq, times[0] - 60_000) == 0
-        # protocol doc §5.2: after the last message 4.x answers max-1, 5.1+ answers max
+        # after the last message 4.x answers max-1, 5.1+ answers max (store: DefaultMessageStore.java)
         after = admin.search_offset(mq, times[-1] + 60_000)
         assert after == (PER_QUEUE - 1 if session.v4 else PER_QUEUE)
 
@@ -154,7 +154,8 @@ def test_search_offset_by_time(session: Session) -> None:
 def test_consumer_offsets_and_consume_stats(session: Session) -> None:
     admin = session.admin
     mq = session.queues()[0]
-    # §5.1: 4.x says 0 for a group without an offset on a queue whose first message is in memory
+    # 4.x says 0 for a group without an offset on a queue whose first message is in memory
+    # (broker: ConsumerManageProcessor.java)
     assert admin.consumer_offset(GROUP, mq) == (0 if session.v4 else None)
     for i, q in enumerate(session.queues()):
         admin.update_consumer_offset(GROUP, q, i % (PER_QUEUE + 1))
@@ -224,7 +225,7 @@ def test_reset_without_online_consumers(session: Session) -> None:
             admin.reset_offset_by_time(TOPIC, GROUP, ts, True)
         assert info.value.addr in session.cluster.broker_addrs
         return
-    # 5.2+: the broker resets on its side (protocol doc §5.4)
+    # 5.2+: the broker resets on its side (broker: Broker2Client.java)
     table = admin.reset_offset_by_time(TOPIC, GROUP, ts, True)
     assert table == expected
     for q, offset in expected.items():
