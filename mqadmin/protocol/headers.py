@@ -2,10 +2,12 @@
 
 Each class is one Java ``CommandCustomHeader`` (remoting: protocol/header/*.java): its attributes
 are the field names on the wire and each carries its Java type. ``to_ext`` gives the map the
-client sends (None fields left out, as Java leaves out nulls); ``parse`` reads a request the way
-the broker's header decoding does (remoting: RemotingCommand.java, decodeCommandCustomHeader):
-a missing field without a default is SYSTEM_ERROR "the custom field <name> is null", and an int
-or long outside its Java type is SYSTEM_ERROR too. A value that is not a number reads as absent.
+client sends (None fields left out, as Java leaves out nulls); ``parse`` reads a request as the
+mock broker answers it: a missing field without a default is SYSTEM_ERROR "the custom field <name>
+is null", an int or long outside its Java type is SYSTEM_ERROR too, and a value that is not a
+number reads as absent. The wording is Java's header decoding's (remoting: RemotingCommand.java,
+decodeCommandCustomHeader); current releases only log such a field and leave it unset, and the
+processor then refuses the null or the value.
 
 Fields are declared in the order the broker checks them, so the first problem is the one named.
 """
@@ -102,7 +104,7 @@ class Header:
 
     @classmethod
     def parse(cls: type[_H], req: RemotingCommand, names: Mapping[str, str] | None = None) -> _H:
-        """The header of ``req``, checked as the broker decodes it (see the module docstring).
+        """The header of ``req``, checked as the module docstring says.
 
         ``names`` maps wire names to field names where a request spells them differently.
         """
