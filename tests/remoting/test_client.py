@@ -241,11 +241,16 @@ def test_refused_connection_names_the_address(client: RemotingClient) -> None:
 
 def test_timeout_names_the_address_and_leaves_the_connection_usable() -> None:
     silent_once = threading.Event()
+    late_sent = threading.Event()
+
+    def answer_late(peer: Peer, cmd: RemotingCommand) -> None:
+        peer.reply(cmd, ext_fields={"late": "yes"})
+        late_sent.set()
 
     def first_silent(peer: Peer, cmd: RemotingCommand) -> None:
         if not silent_once.is_set():
             silent_once.set()
-            threading.Timer(SHORT * 2, lambda: peer.reply(cmd, ext_fields={"late": "yes"})).start()
+            threading.Timer(SHORT * 2, answer_late, (peer, cmd)).start()
             return
         echo(peer, cmd)
 
@@ -258,7 +263,8 @@ def test_timeout_names_the_address_and_leaves_the_connection_usable() -> None:
             waited = time.monotonic() - started
             assert SHORT <= waited < SHORT + 1.0
             assert str(info.value) == f"timed out after 0.3 s waiting for {srv.addr} (GET_CONSUME_STATS)"
-            time.sleep(SHORT * 2)  # the late reply arrives and must be dropped, not misdelivered
+            # the late reply is on the wire before the next request: it must be dropped, not misdelivered
+            assert late_sent.wait(WAIT)
             assert c.invoke(srv.addr, request(x=2)).ext_fields == {"x": "2"}
             assert len(srv.peers) == 1
     finally:
