@@ -387,36 +387,15 @@ def _check_landing(
     refused: list[str] = []
 
     def check(i: int) -> int | None:
+        if rows[i].broker not in nearest:
+            return None
         try:
-            return landing(i)
+            return _landing(admin, rows[i], targets[i], ts, exact)
         except errors.BrokerError as exc:
             if exact or not exc.permission_denied:
                 raise
             refused.append(str(exc))
             return None
-
-    def landing(i: int) -> int | None:
-        r, t = rows[i], targets[i]
-        if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
-            return None
-        mq = MessageQueue(r.topic, r.broker, r.queue_id)
-        offset, seen = t, 0
-        while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
-            got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]
-            if not got:
-                break
-            for m in got:
-                if m.queue_offset == t and m.store_timestamp >= ts:
-                    return None  # lands at or after the time: nothing to say
-                if m.queue_offset == t:
-                    r.lands_before_ms = ts - m.store_timestamp
-                    if not exact:
-                        return None
-                if m.store_timestamp >= ts:
-                    return m.queue_offset
-            seen += len(got)
-            offset = got[-1].queue_offset + 1
-        return r.max_offset if exact and offset >= r.max_offset else None
 
     moved = False
     news = fan_out(check, list(range(len(rows))))
@@ -429,6 +408,31 @@ def _check_landing(
             rows[i].exact_from, targets[i] = targets[i], new
             moved = True
     return moved
+
+
+def _landing(admin: Admin, r: PlanRow, t: int, ts: int, exact: bool) -> int | None:
+    """Read forward from the queue's target ``t``: mark the row when the message there was stored
+    before ``ts``; with ``exact``, the offset of the first message at or after ``ts`` (None: keep ``t``)."""
+    if r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
+        return None
+    mq = MessageQueue(r.topic, r.broker, r.queue_id)
+    offset, seen = t, 0
+    while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
+        got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]
+        if not got:
+            break
+        for m in got:
+            if m.queue_offset == t and m.store_timestamp >= ts:
+                return None  # lands at or after the time: nothing to say
+            if m.queue_offset == t:
+                r.lands_before_ms = ts - m.store_timestamp
+                if not exact:
+                    return None
+            if m.store_timestamp >= ts:
+                return m.queue_offset
+        seen += len(got)
+        offset = got[-1].queue_offset + 1
+    return r.max_offset if exact and offset >= r.max_offset else None
 
 
 def _require_offline(admin: Admin, group: str) -> None:

@@ -210,26 +210,15 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     seen: set[tuple[str, str, int]] = set()
     for n, raw in enumerate(reader, start=2):
         row = {str(k).strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-        where = f"plan file {path} line {n}"
-        if any(not row.get(c) for c in need):
-            raise errors.UsageError(
-                f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed"
-            )
-        try:
-            queue, offset = int(row["queue"]), int(row["offset"])
-        except ValueError:
-            raise errors.UsageError(
-                f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; "
-                "nothing was changed"
-            ) from None
-        if queue < 0 or offset < 0:
-            raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
-        key = (row["topic"], row["broker"], queue)
+        o = _plan_row(row, need, f"plan file {path} line {n}")
+        key = (o["topic"], o["broker"], o["queue_id"])
         if key in seen:
-            raise errors.UsageError(f"{where}: {key[0]} {key[1]} queue {queue} is named twice; nothing was changed")
+            raise errors.UsageError(
+                f"plan file {path} line {n}: {key[0]} {key[1]} queue {key[2]} is named twice; nothing was changed"
+            )
         seen.add(key)
         groups.add(row.get("group") or str(group))
-        offsets.append({"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset})
+        offsets.append(o)
     if not offsets:
         raise errors.UsageError(f"plan file {path} has no rows; nothing was changed")
     if group is not None:
@@ -245,6 +234,22 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     return OffsetBackup(
         group=groups.pop(), topic=",".join(topics), address="", taken_at=0, reason="plan file", offsets=offsets
     )
+
+
+def _plan_row(row: dict[str, str], need: list[str], where: str) -> dict[str, Any]:
+    """One plan row as a backup's offset row, refused unless every needed cell is there and the
+    queue and offset are integers >= 0."""
+    if any(not row.get(c) for c in need):
+        raise errors.UsageError(f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed")
+    try:
+        queue, offset = int(row["queue"]), int(row["offset"])
+    except ValueError:
+        raise errors.UsageError(
+            f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; nothing was changed"
+        ) from None
+    if queue < 0 or offset < 0:
+        raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
+    return {"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset}
 
 
 def _addresses(address: str) -> set[str]:
