@@ -15,7 +15,7 @@ import typer.core
 import typer.main
 
 from mqadmin import __version__
-from mqadmin.entry import HELP, PROG, VERSION_HELP
+from mqadmin.command_table import HELP, PROG, VERSION_HELP
 from mqadmin.errors import Cancelled, CheckFailed, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
 from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, render, write_result

@@ -101,13 +101,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    import pkgutil
-
-    import mqadmin.commands as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    for module, _cls, _kebab, _summary in BUILTIN.values():
+        importlib.import_module(module)
     _load_plugins()
 
 

@@ -131,6 +131,16 @@ def test_the_builtin_table_names_each_command_class() -> None:
     assert [name for name, _, _ in command_rows()] == [c.name for c in commands()]
 
 
+def test_every_command_module_has_a_row_in_the_table() -> None:
+    """The registry loads built-ins from the table only: a module left out of it would vanish."""
+    import pkgutil
+
+    import mqadmin.commands as pkg
+
+    public = {f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+    assert public == {row[0] for row in BUILTIN.values()}
+
+
 @pytest.mark.parametrize("columns", ["80", "60", "200"])
 def test_the_fast_help_is_the_click_help(columns: str) -> None:
     """`mqadmin --help` skips click; its text must be what click renders, at any terminal width."""
