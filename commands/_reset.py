@@ -52,8 +52,6 @@ __all__ = [
     "ResetResult",
     "applied",
     "current_rows",
-    "execute_local_plan",
-    "execute_plan",
     "not_applied",
     "run_plan",
     "show_plan",
@@ -184,30 +182,3 @@ def show_plan(env: Env, result: ResetResult) -> None:
     from mqadmin.output import _render_plain
 
     _render_plain(result.table(), env.stderr)
-
-
-def execute_plan(
-    ctx: Context,
-    result: ResetResult,
-    *,
-    reset_ts: int | None,
-    force: bool,
-    backup_path: str | None,
-    explicit: bool,
-    cplus: bool | None = None,
-    no_wait: bool = False,
-    export: str | None = None,
-) -> ResetResult:
-    """``run_plan`` over the brokers (the callers move to ``run_plan`` directly)."""
-    from mqadmin.commands._broker_offsets import BrokerOffsets
-
-    source = BrokerOffsets(reset_ts=reset_ts, force=force, explicit=explicit, cplus=cplus, no_wait=no_wait)
-    return run_plan(ctx, result, source, backup_path=backup_path, export=export)
-
-
-def execute_local_plan(ctx: Context, result: ResetResult, *, backup_path: str | None, local_path: str) -> ResetResult:
-    """``run_plan`` over clients' offsets files (the callers move to ``run_plan`` directly)."""
-    from mqadmin.commands._local_offsets import LocalOffsets
-
-    source = LocalOffsets(local_path, result.local_files or [], None)
-    return run_plan(ctx, result, source, backup_path=backup_path)

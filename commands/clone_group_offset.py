@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, TOPIC, YES, required
-from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -110,16 +111,8 @@ class CloneGroupOffsetCommand(SubCommand):
             action=self.name,
             source_group=src,
         )
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=None,
-            force=True,
-            backup_path=params.get("backup"),
-            explicit=True,
-            no_wait=bool(params.get("no_wait")),
-            export=params.get("export"),
-        )
+        brokers = BrokerOffsets(no_wait=bool(params.get("no_wait")))
+        return run_plan(ctx, result, brokers, backup_path=params.get("backup"), export=params.get("export"))
 
 
 def _require_subscription(admin: Any, group: str) -> None:

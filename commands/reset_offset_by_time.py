@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import (
-    check_clients_stopped,
     fan_out,
     group_offsets,
-    has_broker,
-    local_notes,
     open_admin,
     refuse_offline_write,
     route_of,
 )
 from mqadmin.commands._landing import check_landing, require_offline
+from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import (
     BACKUP,
     DRY_RUN,
@@ -27,15 +25,7 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import (
-    EXPORT,
-    NO_WAIT,
-    PlanRow,
-    ResetResult,
-    current_rows,
-    execute_local_plan,
-    execute_plan,
-)
+from mqadmin.commands._reset import EXPORT, NO_WAIT, PlanRow, ResetResult, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -178,12 +168,11 @@ class ResetOffsetByTimeCommand(SubCommand):
     def execute(self, ctx: Context, **params: Any) -> ResetResult:
         group: str = params["group"]
         topics = _topics(ctx, params, group)
-        topic = ",".join(topics)
         force = parse_bool(params.get("force") or "true", "-f/--force")
-        broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
         kafka = _kafka_target(params)
         if kafka is not None:
             return _kafka(ctx, params, group, topics, force, kafka)
+        broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
         if params.get("timestamp") is None and offset_opt is None:
             raise errors.UsageError(
                 "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
@@ -198,66 +187,69 @@ class ResetOffsetByTimeCommand(SubCommand):
         if len(topics) > 1:
             for dest, flag in (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
                 if params.get(dest) not in (None, False):
-                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({topic})")
+                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({','.join(topics)})")
         if params.get("local_store"):
             if params.get("export"):
                 raise errors.UsageError("--export writes a broker plan: not with --local-store")
-            return _local(ctx, params, group, topic, ts, force)
+            return _local(ctx, params, group, topics[0], ts, force)
         if not params.get("dry_run") and not params.get("export"):
             refuse_offline_write(ctx, "resetOffsetByTime")
+        return _on_brokers(ctx, params, group, topics, ts, force)
 
-        admin = open_admin(ctx)
-        rows = _current(admin, group, topics, broker_opt, queue_opt)
+
+def _on_brokers(
+    ctx: Context, params: dict[str, Any], group: str, topics: list[str], ts: int | None, force: bool
+) -> ResetResult:
+    """-s (each queue where the time lands) or -b -q -o (one queue, one offset) on the brokers."""
+    topic = ",".join(topics)
+    offset_opt = params.get("offset")
+    admin = open_admin(ctx)
+    rows = _current(admin, group, topics, params.get("broker"), params.get("queue"))
+    if offset_opt is not None:
+        row = rows[0]
+        if not row.min_offset <= offset_opt <= row.max_offset:
+            raise errors.UsageError(
+                f"-o {offset_opt} is outside queue {row.queue_id} of {row.broker}: [{row.min_offset}, {row.max_offset}]"
+            )
+
+    def target(r: PlanRow) -> int:
         if offset_opt is not None:
-            row = rows[0]
-            if not row.min_offset <= offset_opt <= row.max_offset:
-                raise errors.UsageError(
-                    f"-o {offset_opt} is outside queue {row.queue_id} of {row.broker}: "
-                    f"[{row.min_offset}, {row.max_offset}]"
-                )
+            return int(offset_opt)
+        assert ts is not None
+        if ts >= ctx.now and r.max_offset is not None:
+            return r.max_offset
+        return int(admin.search_offset(MessageQueue(r.topic, r.broker, r.queue_id), ts))
 
-        def target(r: PlanRow) -> int:
-            if offset_opt is not None:
-                return int(offset_opt)
-            assert ts is not None
-            if ts >= ctx.now and r.max_offset is not None:
-                return r.max_offset
-            return int(admin.search_offset(MessageQueue(r.topic, r.broker, r.queue_id), ts))
-
-        targets = fan_out(target, rows)
-        adjusted = False
-        if ts is not None and offset_opt is None and ts < ctx.now:
-            adjusted = check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")), ctx.env.warn)
-        for r, new in zip(rows, targets, strict=True):
-            old = new if r.old_offset is None else r.old_offset
-            r.target = new
-            r.new_offset = new if force or new < old else old
-        if adjusted and not params.get("dry_run") and not params.get("export"):
-            require_offline(admin, group)
-        # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
-        result = ResetResult(
-            group,
-            topic,
-            ts if offset_opt is None else None,
-            bool(params.get("dry_run")),
-            rows,
-            tz=ctx.tz,
-            force=force,
-            timestamp_text=params.get("timestamp"),
-        )
-        # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
-        reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=reset_ts,
-            force=force,
-            backup_path=params.get("backup"),
-            explicit=offset_opt is not None or adjusted,
-            cplus=True if params.get("cplus") else None,
-            no_wait=bool(params.get("no_wait")),
-            export=params.get("export"),
-        )
+    targets = fan_out(target, rows)
+    adjusted = False
+    if ts is not None and offset_opt is None and ts < ctx.now:
+        adjusted = check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")), ctx.env.warn)
+    for r, new in zip(rows, targets, strict=True):
+        old = new if r.old_offset is None else r.old_offset
+        r.target = new
+        r.new_offset = new if force or new < old else old
+    if adjusted and not params.get("dry_run") and not params.get("export"):
+        require_offline(admin, group)
+    # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
+    result = ResetResult(
+        group,
+        topic,
+        ts if offset_opt is None else None,
+        bool(params.get("dry_run")),
+        rows,
+        tz=ctx.tz,
+        force=force,
+        timestamp_text=params.get("timestamp"),
+    )
+    # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
+    source = BrokerOffsets(
+        reset_ts=None if ts is None else (-1 if ts >= ctx.now else ts),
+        force=force,
+        explicit=offset_opt is not None or adjusted,
+        cplus=True if params.get("cplus") else None,
+        no_wait=bool(params.get("no_wait")),
+    )
+    return run_plan(ctx, result, source, backup_path=params.get("backup"), export=params.get("export"))
 
 
 KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shift_by": "--shift-by"} | {
@@ -351,16 +343,8 @@ def _kafka(
         line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
         result.notes.append(line)
         ctx.env.warn(line)
-    return execute_plan(
-        ctx,
-        result,
-        reset_ts=None,
-        force=force,
-        backup_path=params.get("backup"),
-        explicit=True,
-        no_wait=bool(params.get("no_wait")),
-        export=params.get("export"),
-    )
+    source = BrokerOffsets(force=force, no_wait=bool(params.get("no_wait")))
+    return run_plan(ctx, result, source, backup_path=params.get("backup"), export=params.get("export"))
 
 
 def _select(route: TopicRoute, broker: str | None, queue: int | None) -> list[MessageQueue]:
@@ -386,56 +370,59 @@ def _select(route: TopicRoute, broker: str | None, queue: int | None) -> list[Me
 def _local(ctx: Context, params: dict[str, Any], group: str, topic: str, ts: int | None, force: bool) -> ResetResult:
     """Reset the offsets in broadcast clients' files: the broker (-n) only answers min/max and
     the time search; each client's file is rewritten the client's way."""
-    from mqadmin.localstore import find_offset_files
-
-    local_path = str(params["local_store"])
-    files = find_offset_files(Path(local_path), group)
-    local_notes(ctx, files)
-    broken = [f for f in files if f.broken]
-    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
-    if ts is not None and admin is None:
-        raise errors.UsageError("-s needs -n: the time search comes from the broker (or store:///its/store)")
+    source = LocalOffsets.open(ctx, str(params["local_store"]), group)
+    if ts is not None:
+        source.need_broker("-s")
     broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
-    if admin is not None:
-        queues = _select(route_of(admin, topic), broker_opt, queue_opt)
+    if source.admin is not None:
+        queues = _select(route_of(source.admin, topic), broker_opt, queue_opt)
     else:
-        queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})
+        queues = source.file_queues(topic)
         if broker_opt is not None:
             queues = [mq for mq in queues if mq.broker_name == broker_opt]
             if queue_opt is not None:
                 queues = [MessageQueue(topic, broker_opt, int(queue_opt))]
         if not queues:
-            raise errors.UsageError(f"the offsets files under {local_path} have no queue of topic {topic!r}")
+            raise errors.UsageError(f"the offsets files under {source.path} have no queue of topic {topic!r}")
     if not params.get("dry_run"):
-        check_clients_stopped(ctx, admin, group, bool(params.get("while_running")))
+        source.check_stopped(ctx, group, bool(params.get("while_running")))
+        broken = [f for f in source.files if f.broken]
         if broken:
             ctx.env.warn(
                 "rewriting files the client cannot load: " + ", ".join(f"{f.client} ({f.path})" for f in broken)
             )
+    rows = _local_rows(ctx, source, queues, ts, offset_opt, force)
+    result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz)
+    return run_plan(ctx, result, source, backup_path=params.get("backup"))
+
+
+def _local_rows(
+    ctx: Context, source: LocalOffsets, queues: list[MessageQueue], ts: int | None, offset: int | None, force: bool
+) -> list[PlanRow]:
+    """One row per client and queue: the queue's bounds and target from the broker (-n), the
+    old offset from the client's file; without -n, -o is the target as given."""
+    admin = source.admin
 
     def bounds(mq: MessageQueue) -> tuple[int | None, int | None, int | None]:
         if admin is None:
             return None, None, None
         lo, hi = admin.min_offset(mq), admin.max_offset(mq)
-        if offset_opt is not None:
-            if not lo <= offset_opt <= hi:
-                raise errors.UsageError(
-                    f"-o {offset_opt} is outside queue {mq.queue_id} of {mq.broker_name}: [{lo}, {hi}]"
-                )
-            return lo, hi, int(offset_opt)
+        if offset is not None:
+            if not lo <= offset <= hi:
+                raise errors.UsageError(f"-o {offset} is outside queue {mq.queue_id} of {mq.broker_name}: [{lo}, {hi}]")
+            return lo, hi, int(offset)
         assert ts is not None
         return lo, hi, (hi if ts >= ctx.now else int(admin.search_offset(mq, ts)))
 
     targets = dict(zip(queues, fan_out(bounds, queues), strict=True))
     rows = []
-    for f in files:
+    for f in source.files:
         for mq in queues:
             lo, hi, new = targets[mq]
             if new is None:
-                new = int(offset_opt) if offset_opt is not None else 0
+                new = int(offset) if offset is not None else 0
             old = f.offsets.get(mq)
             if not force and old is not None and new > old:
                 new = old
             rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, new, client=f.client))
-    result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz, local_files=files)
-    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)
+    return rows

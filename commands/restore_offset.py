@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import (
-    check_clients_stopped,
     fan_out,
     group_offsets,
     has_broker,
-    local_notes,
     open_admin,
     refuse_offline_write,
     route_of,
 )
+from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
-from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -100,8 +100,6 @@ class RestoreOffsetCommand(SubCommand):
                 f"backup {path} holds broadcast clients' local offsets ({backup.address}): "
                 "restore it with --local-store PATH"
             )
-        if plan and params.get("local_store"):
-            raise errors.UsageError(f"{path} is a plan for brokers (CSV): not with --local-store")
         if not has_broker(ctx):
             if plan:
                 raise errors.UsageError(f"{path} is a plan (CSV), which records no broker address: give one with -n")
@@ -113,61 +111,54 @@ class RestoreOffsetCommand(SubCommand):
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
         _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")), bool(params.get("dry_run")))
-        wanted = {
-            MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"]
-            for o in backup.offsets
-        }
-        current: dict[MessageQueue, int] = {}
-        for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
-            known = set(route_of(admin, topic).message_queues())
-            missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
-            if missing:
-                raise errors.UsageError(
-                    f"backup names queues topic {topic} does not have on {admin.address}: "
-                    f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
-                )
-            try:
-                current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
-            except errors.UsageError:
-                if backup.group not in admin.list_groups():
-                    raise errors.UsageError(
-                        f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
-                        f"{topic} and no subscription; nothing was changed"
-                    ) from None
-        rows = current_rows(admin, sorted(wanted), current)
-        outside = []
-        for r in rows:
-            r.new_offset = wanted[MessageQueue(r.topic, r.broker, r.queue_id)]
-            lo, hi = r.min_offset, r.max_offset
-            if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
-                outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
-                if params.get("clamp"):
-                    r.new_offset = min(max(r.new_offset, lo), hi)
-        if outside and not params.get("clamp"):
-            raise errors.UsageError(
-                f"backup offsets lie outside today's [min, max] ({'; '.join(outside)}): retention may have deleted "
-                "the messages; --clamp moves them to the nearest bound; nothing was changed"
-            )
-        for line in outside:
-            ctx.env.warn(f"clamped {line}")
+        rows = _broker_rows(ctx, admin, backup, bool(params.get("clamp")))
         result = ResetResult(
-            backup.group,
-            backup.topic,
-            None,
-            bool(params.get("dry_run")),
-            rows,
-            restored_from=path,
-            tz=ctx.tz,
+            backup.group, backup.topic, None, bool(params.get("dry_run")), rows, restored_from=path, tz=ctx.tz
         )
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=None,
-            force=True,
-            backup_path=params.get("backup"),
-            explicit=True,
-            no_wait=bool(params.get("no_wait")),
+        source = BrokerOffsets(no_wait=bool(params.get("no_wait")))
+        return run_plan(ctx, result, source, backup_path=params.get("backup"))
+
+
+def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) -> list[PlanRow]:
+    """The backup's queues with their offsets now and the backup's as targets; refused whole when
+    a queue is gone, the group unknown, or an offset outside today's [min, max] without --clamp."""
+    wanted = {
+        MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets
+    }
+    current: dict[MessageQueue, int] = {}
+    for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
+        known = set(route_of(admin, topic).message_queues())
+        missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
+        if missing:
+            raise errors.UsageError(
+                f"backup names queues topic {topic} does not have on {admin.address}: "
+                f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
+            )
+        try:
+            current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
+        except errors.UsageError:
+            if backup.group not in admin.list_groups():
+                raise errors.UsageError(
+                    f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
+                    f"{topic} and no subscription; nothing was changed"
+                ) from None
+    rows = current_rows(admin, sorted(wanted), current)
+    outside = []
+    for r in rows:
+        r.new_offset = wanted[MessageQueue(r.topic, r.broker, r.queue_id)]
+        lo, hi = r.min_offset, r.max_offset
+        if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
+            outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
+            if clamp:
+                r.new_offset = min(max(r.new_offset, lo), hi)
+    if outside and not clamp:
+        raise errors.UsageError(
+            f"backup offsets lie outside today's [min, max] ({'; '.join(outside)}): retention may have deleted "
+            "the messages; --clamp moves them to the nearest bound; nothing was changed"
         )
+    for line in outside:
+        ctx.env.warn(f"clamped {line}")
+    return rows
 
 
 def is_plan_csv(path: Path) -> bool:
@@ -286,44 +277,27 @@ def _local(
 ) -> ResetResult:
     """Put clients' local offsets back. A local backup names each row's client (matched by file,
     then by client name); a broker backup is applied to every client of the group found."""
-    from mqadmin.localstore import find_offset_files
-
-    local_path = str(params["local_store"])
-    files = find_offset_files(Path(local_path), backup.group)
-    local_notes(ctx, files)
-    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
-    by_path = {str(f.path.resolve()): f for f in files}
-    by_client = {f.client: f for f in files}
-    wanted: dict[tuple[str, MessageQueue], int] = {}
-    if client_rows:
-        for r in client_rows:
-            f = by_path.get(str(Path(str(r.get("file", ""))).resolve())) or by_client.get(str(r["client"]))
-            if f is None:
-                raise errors.UsageError(
-                    f"the backup names client {r['client']!r} ({r.get('file')}), which {local_path} does not have"
-                )
-            wanted[(f.client, MessageQueue(backup.topic, str(r["broker"]), int(r["queue_id"])))] = int(r["offset"])
-    else:
-        for f in files:
-            for o in backup.offsets:
-                wanted[(f.client, MessageQueue(backup.topic, o["broker"], o["queue_id"]))] = int(o["offset"])
+    source = LocalOffsets.open(ctx, str(params["local_store"]), backup.group)
+    wanted = _local_targets(source, backup, client_rows)
     queues = sorted({mq for _, mq in wanted})
-    if admin is not None:
-        known = set(route_of(admin, backup.topic).message_queues())
+    if source.admin is not None:
+        known = set(route_of(source.admin, backup.topic).message_queues())
         missing = sorted(set(queues) - known)
         if missing:
             raise errors.UsageError(f"backup names queues the topic no longer has: {', '.join(map(str, missing))}")
     if not params.get("dry_run"):
-        check_clients_stopped(ctx, admin, backup.group, bool(params.get("while_running")))
+        source.check_stopped(ctx, backup.group, bool(params.get("while_running")))
+    admin = source.admin
 
     def bounds(mq: MessageQueue) -> tuple[int | None, int | None]:
         return (None, None) if admin is None else (admin.min_offset(mq), admin.max_offset(mq))
 
     limits = dict(zip(queues, fan_out(bounds, queues), strict=True))
+    files = source.by_client()
     rows = []
     for (client, mq), offset in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         lo, hi = limits[mq]
-        rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, by_client[client].offsets.get(mq), offset, client))
+        rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, files[client].offsets.get(mq), offset, client))
         if lo is not None and offset < lo:
             ctx.env.warn(
                 f"{client}: {mq.broker_name} queue {mq.queue_id}: backup offset {offset} is below the min offset {lo} "
@@ -337,6 +311,28 @@ def _local(
         rows,
         restored_from=str(params["from_"]),
         tz=ctx.tz,
-        local_files=files,
     )
-    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)
+    return run_plan(ctx, result, source, backup_path=params.get("backup"))
+
+
+def _local_targets(
+    source: LocalOffsets, backup: OffsetBackup, client_rows: list[dict[str, Any]]
+) -> dict[tuple[str, MessageQueue], int]:
+    """(client, queue) -> the offset to put back: a local backup's rows matched to the clients
+    found (by file, then by client name); a broker backup's for every client."""
+    by_path = {str(f.path.resolve()): f for f in source.files}
+    by_client = source.by_client()
+    wanted: dict[tuple[str, MessageQueue], int] = {}
+    if not client_rows:
+        for f in source.files:
+            for o in backup.offsets:
+                wanted[(f.client, MessageQueue(backup.topic, o["broker"], o["queue_id"]))] = int(o["offset"])
+        return wanted
+    for r in client_rows:
+        found = by_path.get(str(Path(str(r.get("file", ""))).resolve())) or by_client.get(str(r["client"]))
+        if found is None:
+            raise errors.UsageError(
+                f"the backup names client {r['client']!r} ({r.get('file')}), which {source.path} does not have"
+            )
+        wanted[(found.client, MessageQueue(backup.topic, str(r["broker"]), int(r["queue_id"])))] = int(r["offset"])
+    return wanted

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, required
-from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, run_plan
 from mqadmin.commands.reset_offset_by_time import parse_bool
 
 from mqadmin.context import Context
@@ -69,13 +70,5 @@ class SkipAccumulatedMessageCommand(SubCommand):
             force=force,
         )
         # -1: the broker's "max offset" (what the Java tool sends); online consumers get it pushed
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=-1,
-            force=force,
-            backup_path=params.get("backup"),
-            explicit=False,
-            no_wait=bool(params.get("no_wait")),
-            export=params.get("export"),
-        )
+        source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=bool(params.get("no_wait")))
+        return run_plan(ctx, result, source, backup_path=params.get("backup"), export=params.get("export"))
