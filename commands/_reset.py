@@ -17,7 +17,7 @@ from mqadmin.commands._common import fan_out, time_fields
 from mqadmin import errors
 from mqadmin.admin import BrokerInfo, default_home
 from mqadmin.model import MessageQueue
-from mqadmin.output import Env, Table
+from mqadmin.output import Env, ResultBase, Table
 from mqadmin.registry import Opt
 from mqadmin.safety import OffsetBackup, default_backup_path
 
@@ -109,7 +109,7 @@ class PlanRow:
 
 
 @dataclass
-class ResetResult:
+class ResetResult(ResultBase):
     group: str
     topic: str
     timestamp: int | None

@@ -23,7 +23,7 @@ from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import format_duration, format_java, now_ms, parse_duration_ms
 from mqadmin.versions import version_desc
@@ -62,7 +62,7 @@ class ProgressRow:
 
 
 @dataclass
-class GroupProgress:
+class GroupProgress(ResultBase):
     group: str
     tps: float
     queues: list[ProgressRow]
@@ -200,7 +200,7 @@ class ProgressExtra:
 
 
 @dataclass
-class AllGroupsProgress:
+class AllGroupsProgress(ResultBase):
     groups: list[GroupSummary] = field(default_factory=list)
     check_failure: str | None = None
     read_at_ms: int = 0
@@ -257,6 +257,17 @@ class AllGroupsProgress:
         return Table(columns, rows, title="Consumer groups")
 
 
+@dataclass(frozen=True)
+class ConsumerProgressParams:
+    """consumerProgress's options (the defaults are the Opt declarations')."""
+
+    group: str | None
+    topic: str | None
+    local_store: str | None
+    max_lag: int | None
+    max_lag_time: str | None
+
+
 @register
 class ConsumerProgressCommand(SubCommand):
     """Show consume progress: per queue for one group (-g), or one line per group.
@@ -300,21 +311,23 @@ class ConsumerProgressCommand(SubCommand):
         ),
     )
 
+    params_type = ConsumerProgressParams
+
     def execute(
-        self, ctx: Context, **params: Any
+        self, ctx: Context, params: ConsumerProgressParams
     ) -> GroupProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
-        max_lag: int | None = params.get("max_lag")
-        max_lag_time = parse_duration_ms(params["max_lag_time"]) if params.get("max_lag_time") else None
+        max_lag: int | None = params.max_lag
+        max_lag_time = parse_duration_ms(params.max_lag_time) if params.max_lag_time else None
         if max_lag is not None and max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
-        group: str | None = params.get("group")
-        if params.get("local_store"):
+        group: str | None = params.group
+        if params.local_store:
             if ctx.output in ("java", "prometheus"):
                 raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
-            return _local(ctx, Path(params["local_store"]), group, params.get("topic"), max_lag, max_lag_time)
+            return _local(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
         admin = open_admin(ctx)
         if group:
-            result = self._one_group(ctx, group, params.get("topic"))
+            result = self._one_group(ctx, group, params.topic)
             if ctx.output in ("java", "prometheus"):
                 result.extra = _extra(ctx, group)
             breaches = _breaches(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
@@ -498,7 +511,7 @@ class LocalRow:
 
 
 @dataclass
-class LocalGroupProgress:
+class LocalGroupProgress(ResultBase):
     """One group's progress per client and queue, read from the clients' offsets files."""
 
     group: str
@@ -579,7 +592,7 @@ class LocalSummary:
 
 
 @dataclass
-class LocalGroupsProgress:
+class LocalGroupsProgress(ResultBase):
     """One line per client and group found under the path."""
 
     groups: list[LocalSummary]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,23 @@ OTHER_CLUSTER = Opt(
 )
 
 
+@dataclass(frozen=True)
+class RestoreOffsetParams:
+    """restoreOffset's options (the defaults are the Opt declarations')."""
+
+    from_: str
+    group: str | None
+    topic: str | None
+    clamp: bool
+    other_cluster: bool
+    no_wait: bool
+    dry_run: bool
+    yes: bool
+    backup: str | None
+    local_store: str | None
+    while_running: bool
+
+
 @register
 class RestoreOffsetCommand(SubCommand):
     """Put a group's offsets back from a backup file (mqadmin extension).
@@ -81,11 +99,13 @@ class RestoreOffsetCommand(SubCommand):
         WHILE_RUNNING,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        path = str(params["from_"])
+    params_type = RestoreOffsetParams
+
+    def execute(self, ctx: Context, params: RestoreOffsetParams) -> ResetResult:
+        path = str(params.from_)
         plan = is_plan_csv(Path(path))
-        backup = read_plan_csv(Path(path), params.get("group")) if plan else OffsetBackup.read(path)
-        for opt, value, have in (("-g", params.get("group"), backup.group), ("-t", params.get("topic"), backup.topic)):
+        backup = read_plan_csv(Path(path), params.group) if plan else OffsetBackup.read(path)
+        for opt, value, have in (("-g", params.group, backup.group), ("-t", params.topic, backup.topic)):
             if value is not None and value != have:
                 raise errors.UsageError(
                     f"backup {path} is for group {backup.group!r} on topic {backup.topic!r}, not {opt} {value!r}"
@@ -93,14 +113,14 @@ class RestoreOffsetCommand(SubCommand):
         from mqadmin.localstore import backup_rows
 
         rows_with_clients = [] if plan else [r for r in backup_rows(Path(path)) if r.get("client")]
-        if params.get("local_store"):
+        if params.local_store:
             return _local(ctx, params, backup, rows_with_clients)
         if rows_with_clients:
             raise errors.UsageError(
                 f"backup {path} holds broadcast clients' local offsets ({backup.address}): "
                 "restore it with --local-store PATH"
             )
-        if plan and params.get("local_store"):
+        if plan and params.local_store:
             raise errors.UsageError(f"{path} is a plan for brokers (CSV): not with --local-store")
         if not has_broker(ctx):
             if plan:
@@ -109,10 +129,10 @@ class RestoreOffsetCommand(SubCommand):
                 raise errors.UsageError(f"backup {path} records no broker address: give one with -n")
             ctx.address = backup.address
             ctx.env.note(f"restoring to {backup.address}, the address recorded in the backup")
-        if not params.get("dry_run"):
+        if not params.dry_run:
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
-        _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")), bool(params.get("dry_run")))
+        _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
         wanted = {
             MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"]
             for o in backup.offsets
@@ -141,9 +161,9 @@ class RestoreOffsetCommand(SubCommand):
             lo, hi = r.min_offset, r.max_offset
             if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
                 outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
-                if params.get("clamp"):
+                if params.clamp:
                     r.new_offset = min(max(r.new_offset, lo), hi)
-        if outside and not params.get("clamp"):
+        if outside and not params.clamp:
             raise errors.UsageError(
                 f"backup offsets lie outside today's [min, max] ({'; '.join(outside)}): retention may have deleted "
                 "the messages; --clamp moves them to the nearest bound; nothing was changed"
@@ -154,7 +174,7 @@ class RestoreOffsetCommand(SubCommand):
             backup.group,
             backup.topic,
             None,
-            bool(params.get("dry_run")),
+            params.dry_run,
             rows,
             restored_from=path,
             tz=ctx.tz,
@@ -164,9 +184,9 @@ class RestoreOffsetCommand(SubCommand):
             result,
             reset_ts=None,
             force=True,
-            backup_path=params.get("backup"),
+            backup_path=params.backup,
             explicit=True,
-            no_wait=bool(params.get("no_wait")),
+            no_wait=params.no_wait,
         )
 
 
@@ -277,13 +297,13 @@ def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, 
 
 
 def _local(
-    ctx: Context, params: dict[str, Any], backup: OffsetBackup, client_rows: list[dict[str, Any]]
+    ctx: Context, params: RestoreOffsetParams, backup: OffsetBackup, client_rows: list[dict[str, Any]]
 ) -> ResetResult:
     """Put clients' local offsets back. A local backup names each row's client (matched by file,
     then by client name); a broker backup is applied to every client of the group found."""
     from mqadmin.localstore import find_offset_files
 
-    local_path = str(params["local_store"])
+    local_path = str(params.local_store)
     files = find_offset_files(Path(local_path), backup.group)
     local_notes(ctx, files)
     admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
@@ -308,8 +328,8 @@ def _local(
         missing = sorted(set(queues) - known)
         if missing:
             raise errors.UsageError(f"backup names queues the topic no longer has: {', '.join(map(str, missing))}")
-    if not params.get("dry_run"):
-        check_clients_stopped(ctx, admin, backup.group, bool(params.get("while_running")))
+    if not params.dry_run:
+        check_clients_stopped(ctx, admin, backup.group, params.while_running)
 
     def bounds(mq: MessageQueue) -> tuple[int | None, int | None]:
         return (None, None) if admin is None else (admin.min_offset(mq), admin.max_offset(mq))
@@ -328,10 +348,10 @@ def _local(
         backup.group,
         backup.topic,
         None,
-        bool(params.get("dry_run")),
+        params.dry_run,
         rows,
-        restored_from=str(params["from_"]),
+        restored_from=str(params.from_),
         tz=ctx.tz,
         local_files=files,
     )
-    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)
+    return execute_local_plan(ctx, result, backup_path=params.backup, local_path=local_path)
