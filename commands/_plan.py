@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.commands._common import time_fields
 
 from mqadmin import errors
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 
 if TYPE_CHECKING:
     from mqadmin.localstore import OffsetsFile
@@ -86,7 +86,7 @@ class PlanRow:
 
 
 @dataclass
-class ResetResult:
+class ResetResult(ResultBase):
     group: str
     topic: str
     timestamp: int | None

@@ -9,7 +9,7 @@ from typing import Any
 
 from mqadmin.commands._common import time_fields
 
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_duration, format_java
 
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
@@ -41,7 +41,7 @@ class ProgressRow:
 
 
 @dataclass
-class GroupProgress:
+class GroupProgress(ResultBase):
     group: str
     tps: float
     queues: list[ProgressRow]
@@ -179,7 +179,7 @@ class ProgressExtra:
 
 
 @dataclass
-class AllGroupsProgress:
+class AllGroupsProgress(ResultBase):
     groups: list[GroupSummary] = field(default_factory=list)
     check_failure: str | None = None
     read_at_ms: int = 0

@@ -14,7 +14,7 @@ from mqadmin.commands._progress import breaches_of
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_duration, format_java
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class LocalRow:
 
 
 @dataclass
-class LocalGroupProgress:
+class LocalGroupProgress(ResultBase):
     """One group's progress per client and queue, read from the clients' offsets files."""
 
     group: str
@@ -123,7 +123,7 @@ class LocalSummary:
 
 
 @dataclass
-class LocalGroupsProgress:
+class LocalGroupsProgress(ResultBase):
     """One line per client and group found under the path."""
 
     groups: list[LocalSummary]

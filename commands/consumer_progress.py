@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mqadmin.commands._common import fan_out, group_offsets, is_offline, open_admin, store_time_at
 from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
@@ -26,6 +26,17 @@ from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, Offset
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import now_ms, parse_duration_ms
 from mqadmin.versions import version_desc
+
+
+@dataclass(frozen=True)
+class ConsumerProgressParams:
+    """consumerProgress's options (the defaults are the Opt declarations')."""
+
+    group: str | None
+    topic: str | None
+    local_store: str | None
+    max_lag: int | None
+    max_lag_time: str | None
 
 
 @register
@@ -71,21 +82,23 @@ class ConsumerProgressCommand(SubCommand):
         ),
     )
 
+    params_type = ConsumerProgressParams
+
     def execute(
-        self, ctx: Context, **params: Any
+        self, ctx: Context, params: ConsumerProgressParams
     ) -> GroupProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
-        max_lag: int | None = params.get("max_lag")
-        max_lag_time = parse_duration_ms(params["max_lag_time"]) if params.get("max_lag_time") else None
+        max_lag: int | None = params.max_lag
+        max_lag_time = parse_duration_ms(params.max_lag_time) if params.max_lag_time else None
         if max_lag is not None and max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
-        group: str | None = params.get("group")
-        if params.get("local_store"):
+        group: str | None = params.group
+        if params.local_store:
             if ctx.output in ("java", "prometheus"):
                 raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
-            return local_progress(ctx, Path(params["local_store"]), group, params.get("topic"), max_lag, max_lag_time)
+            return local_progress(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
         admin = open_admin(ctx)
         if group:
-            result = self._one_group(ctx, group, params.get("topic"))
+            result = self._one_group(ctx, group, params.topic)
             if ctx.output in ("java", "prometheus"):
                 result.extra = _extra(ctx, group)
             breaches = breaches_of(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)

@@ -19,6 +19,7 @@ from mqadmin.commands._common import (
     store_time_at,
     time_fields,
 )
+from mqadmin.commands._engine import EngineParams
 from mqadmin.commands._options import (
     ENGINE,
     GROUP,
@@ -29,16 +30,15 @@ from mqadmin.commands._options import (
     TIMESTAMP,
     TOPIC,
     require_spark,
-    spark_conf,
     spark_unavailable,
 )
 
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, OffsetWrapper
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.replay import DEFAULT_SLICE_SIZE, STORE_TIME, TIME_FIELDS_HELP
+from mqadmin.replay import STORE_TIME, TIME_FIELDS_HELP
 from mqadmin.timeparse import format_duration, format_time
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class QueueOffsetRow:
 
 
 @dataclass
-class QueryOffsetResult:
+class QueryOffsetResult(ResultBase):
     topic: str
     group: str | None
     timestamp: int | None
@@ -167,7 +167,7 @@ class QueryOffsetResult:
 
 
 @dataclass
-class BulkQueryOffsetResult:
+class BulkQueryOffsetResult(ResultBase):
     """Several topics or groups: one queryOffset document per (topic, group) pair."""
 
     timestamp: int | None
@@ -230,6 +230,46 @@ class _Engine:
     address: str = ""
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class QueryOffsetParams(EngineParams):
+    topic: str | None
+    all_topics: bool
+    group: str | None
+    timestamp: str | None
+    time_field: str
+    local_store: str | None
+
+    def __post_init__(self) -> None:
+        if not self.topics and not self.all_topics:
+            # the words click used while -t was required: scripts and tests know this line
+            raise errors.UsageError("Missing option '-t' / '--topic' / '--topicName'.")
+        if self.search_field.scans and not self.timestamp:
+            raise errors.UsageError(f"--time-field {self.search_field} needs -s: the time to compare it with")
+        super().__post_init__()
+        if self.local_store:
+            if self.bulk:
+                raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
+            if self.engine == "spark":
+                raise errors.UsageError("--local-store runs on the local engine only")
+
+    @property
+    def topics(self) -> list[str]:
+        return _names(self.topic)
+
+    @property
+    def groups(self) -> list[str]:
+        return _names(self.group)
+
+    @property
+    def search_field(self) -> TimeField:
+        return _time_field(self.time_field)
+
+    @property
+    def bulk(self) -> bool:
+        """Several topics or groups: the result is a list of documents."""
+        return self.all_topics or len(self.topics) > 1 or len(self.groups) > 1
 
 
 @register
@@ -306,34 +346,20 @@ class QueryOffsetCommand(SubCommand):
         LOCAL_STORE,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> QueryOffsetResult | BulkQueryOffsetResult:
-        topics, groups = _names(params.get("topic")), _names(params.get("group"))
-        all_topics = bool(params.get("all_topics"))
-        if not topics and not all_topics:
-            # the words click used while -t was required: scripts and tests know this line
-            raise errors.UsageError("Missing option '-t' / '--topic' / '--topicName'.")
-        ts = ctx.time(params["timestamp"]) if params.get("timestamp") else None
-        time_field = _time_field(params.get("time_field") or STORE_TIME)
-        if time_field.scans and ts is None:
-            raise errors.UsageError(f"--time-field {time_field} needs -s: the time to compare it with")
-        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
-        if slice_size < 1:
-            raise errors.UsageError("--slice-size must be at least 1")
-        engine: str = params.get("engine") or "local"
-        conf = spark_conf(params.get("spark_conf"))
-        bulk = all_topics or len(topics) > 1 or len(groups) > 1
-        if engine == "spark" and ts is not None and not params.get("local_store"):
+    params_type = QueryOffsetParams
+
+    def execute(self, ctx: Context, params: QueryOffsetParams) -> QueryOffsetResult | BulkQueryOffsetResult:
+        topics, groups = params.topics, params.groups
+        ts = ctx.time(params.timestamp) if params.timestamp else None
+        time_field, slice_size, bulk = params.search_field, params.slice_size, params.bulk
+        if params.engine == "spark" and ts is not None and not params.local_store:
             from mqadmin.admin import resolve_address
 
             # before any broker work: without pyspark or Java this is one line and exit 2
-            require_spark(resolve_address(ctx.address), params.get("spark_master") or "local[*]")
-        if params.get("local_store"):
-            if bulk:
-                raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
-            if engine == "spark":
-                raise errors.UsageError("--local-store runs on the local engine only")
+            require_spark(resolve_address(ctx.address), params.spark_master)
+        if params.local_store:
             group = groups[0] if groups else None
-            return self._local(ctx, Path(params["local_store"]), topics[0], group, ts, time_field, slice_size)
+            return self._local(ctx, Path(params.local_store), topics[0], group, ts, time_field, slice_size)
         admin = open_admin(ctx)
         if not bulk:
             topic, group = topics[0], groups[0] if groups else None
@@ -341,7 +367,7 @@ class QueryOffsetCommand(SubCommand):
             consumer = {group: group_offsets(admin, group, topic)} if group else {}
             pairs: list[tuple[str, str | None]] = [(topic, group)]
         else:
-            selected = _select_topics(ctx, admin, topics, all_topics)
+            selected = _select_topics(ctx, admin, topics, params.all_topics)
             found = fan_out(lambda t: _route_or_none(ctx, admin, t, t in topics), selected)
             routes = dict(zip(selected, found, strict=True))
             selected = [t for t in selected if routes[t] is not None]
@@ -351,7 +377,7 @@ class QueryOffsetCommand(SubCommand):
             queues = [mq for t in needed for mq in routes[t] or []]
             consumer = by_group
         bounds = queue_bounds(admin, queues)
-        run = self._engine(ctx, engine, ts, time_field, queues, bounds, params, conf)
+        run = self._engine(ctx, ts, time_field, queues, bounds, params)
         where = _locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
         results = [
             self._result(ctx, t, g, ts, time_field, run.name, queues, where, consumer.get(g, {}) if g else {})
@@ -390,21 +416,19 @@ class QueryOffsetCommand(SubCommand):
     def _engine(
         self,
         ctx: Context,
-        engine: str,
         ts: int | None,
         time_field: TimeField,
         queues: Sequence[MessageQueue],
         bounds: Sequence[tuple[int, int]],
-        params: dict[str, Any],
-        conf: dict[str, str],
+        params: QueryOffsetParams,
     ) -> _Engine:
         """--engine spark must be able to run (else one line, exit 2); auto picks Spark only for
         a scan big enough to pay for a JVM, and says why it chose what it chose."""
         from mqadmin.admin import resolve_address
 
+        engine, master, conf = params.engine, params.spark_master, params.conf
         if engine == "local":
             return _Engine()
-        master = params.get("spark_master") or "local[*]"
         address = resolve_address(ctx.address)
         if ts is None:
             ctx.env.note(f"engine {engine}: local, because without -s there is nothing to search")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._common import route_of, time_fields
+from mqadmin.commands._engine import EngineParams
 from mqadmin.commands._options import (
     DRY_RUN,
     ENGINE,
@@ -20,13 +21,11 @@ from mqadmin.commands._options import (
     required,
     spark_unavailable,
 )
-from mqadmin.commands._options import spark_conf as parse_spark_conf
 
 from mqadmin import errors
 from mqadmin.context import Context
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.replay import DEFAULT_SLICE_SIZE
 from mqadmin.timeparse import FORMATS_HELP, format_time
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ class ReplayQueueRow:
 
 
 @dataclass
-class RangeReplayResult:
+class RangeReplayResult(ResultBase):
     topic: str
     begin: int
     end: int
@@ -184,6 +183,47 @@ def _queue_ids(text: str | None) -> list[int]:
         raise errors.UsageError(f"--queue takes queue ids like 0 or 0,3; got {text!r}") from None
 
 
+@dataclass(frozen=True)
+class RangeReplayParams(EngineParams):
+    topic: str
+    begin: str
+    end: str
+    queue: str | None
+    broker: str | None
+    tag: str | None
+    key: str | None
+    limit: int | None
+    to: str
+    dry_run: bool
+    yes: bool
+    overwrite: bool
+    checkpoint: str | None
+
+    def __post_init__(self) -> None:
+        from mqadmin.replay.worker import parse_tag_expression
+
+        target = self.target
+        parse_tag_expression(self.tag)
+        if self.limit is not None and self.limit < 1:
+            raise errors.UsageError("--limit must be at least 1")
+        super().__post_init__()
+        if self.engine == "spark" and self.limit is not None:
+            raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
+        if target.is_remote_path and self.engine == "local":
+            raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
+        self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
+
+    @property
+    def target(self) -> Target:
+        from mqadmin.replay.sinks import parse_target
+
+        return parse_target(self.to)
+
+    @property
+    def queue_ids(self) -> list[int]:
+        return _queue_ids(self.queue)
+
+
 @register
 class RangeReplayCommand(SubCommand):
     """Replay the messages stored in [begin, end) to a file, stdout, a topic, or one group only.
@@ -243,48 +283,38 @@ class RangeReplayCommand(SubCommand):
         SLICE_SIZE,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> RangeReplayResult:
+    params_type = RangeReplayParams
+
+    def execute(self, ctx: Context, params: RangeReplayParams) -> RangeReplayResult:
         from mqadmin.admin import resolve_address
         from mqadmin.replay.planner import plan_window, select_queues
-        from mqadmin.replay.sinks import parse_target
         from mqadmin.replay.worker import MessageFilter, parse_tag_expression
 
-        topic: str = params["topic"]
-        begin, end = ctx.time(params["begin"]), ctx.time(params.get("end") or "now")
+        topic = params.topic
+        begin, end = ctx.time(params.begin), ctx.time(params.end)
         if begin >= end:
             raise errors.UsageError(
                 f"the window is empty: begin {format_time(begin, ctx.tz)} is not before end {format_time(end, ctx.tz)}"
             )
-        target = parse_target(params.get("to") or "stdout")
-        tag_expr: str | None = params.get("tag")
-        flt = MessageFilter(begin, end, parse_tag_expression(tag_expr), params.get("key") or None)
-        limit: int | None = params.get("limit")
-        if limit is not None and limit < 1:
-            raise errors.UsageError("--limit must be at least 1")
-        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
-        if slice_size < 1:
-            raise errors.UsageError("--slice-size must be at least 1")
-        engine: str = params.get("engine") or "local"
-        spark_conf = parse_spark_conf(params.get("spark_conf"))
-        if engine == "spark" and limit is not None:
-            raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
-        if target.is_remote_path and engine == "local":
-            raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
+        target = params.target
+        tag_expr, limit, slice_size, engine = params.tag, params.limit, params.slice_size, params.engine
+        flt = MessageFilter(begin, end, parse_tag_expression(tag_expr), params.key or None)
+        spark_conf = params.conf
         address = resolve_address(ctx.address)
-        cp_path = Path(params["checkpoint"]).expanduser().absolute() if params.get("checkpoint") else None
-        dry_run = bool(params.get("dry_run"))
+        cp_path = Path(params.checkpoint).expanduser().absolute() if params.checkpoint else None
+        dry_run = params.dry_run
         # what a checkpoint must match: the command line as typed (relative times included: the
         # plan, with its absolute window, is stored in the checkpoint and reused on resume)
         args = {
             "address": address,
             "topic": topic,
-            "begin": params["begin"],
-            "end": params.get("end") or "now",
+            "begin": params.begin,
+            "end": params.end,
             "tz": str(ctx.tz) if ctx.tz else None,
-            "queue": params.get("queue"),
-            "broker": params.get("broker"),
+            "queue": params.queue,
+            "broker": params.broker,
             "tag": tag_expr,
-            "key": params.get("key"),
+            "key": params.key,
             "limit": limit,
             "to": str(target),
             "engine": engine,
@@ -297,7 +327,7 @@ class RangeReplayCommand(SubCommand):
 
             checkpoint = Checkpoint.load(cp_path, args)
             if checkpoint is not None and not checkpoint.complete:
-                checkpoint, published_now = _settle_leftovers(ctx, checkpoint, target, bool(params.get("overwrite")))
+                checkpoint, published_now = _settle_leftovers(ctx, checkpoint, target, params.overwrite)
         admin = ctx.admin(write=target.is_send and not dry_run)
         if checkpoint is not None:
             plan = checkpoint.plan
@@ -307,9 +337,7 @@ class RangeReplayCommand(SubCommand):
                 f"resuming from checkpoint {cp_path}: {len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
             )
         else:
-            queues = select_queues(
-                route_of(admin, topic).message_queues(), _csv(params.get("broker")), _queue_ids(params.get("queue"))
-            )
+            queues = select_queues(route_of(admin, topic).message_queues(), _csv(params.broker), params.queue_ids)
             plan = plan_window(admin, queues, begin, end, slice_size=slice_size)
         result = _result(plan, target, engine, dry_run, tag_expr, flt.key, limit, cp_path, ctx.tz)
         if dry_run:
@@ -327,9 +355,9 @@ class RangeReplayCommand(SubCommand):
             result.complete = True
             return result
         if checkpoint is None:
-            engine = _choose_engine(ctx, engine, plan, limit, target, address, params.get("spark_master") or "")
+            engine = _choose_engine(ctx, engine, plan, limit, target, address, params.spark_master)
             result.engine = engine
-            _check_output(target, bool(params.get("overwrite")), engine)
+            _check_output(target, params.overwrite, engine)
         _check_send_target(admin, target)
         if plan.total == 0:
             result.notes.append("No message is stored in this window on the selected queues: nothing to replay.")
@@ -368,7 +396,7 @@ class RangeReplayCommand(SubCommand):
         engine: str,
         limit: int | None,
         checkpoint: Checkpoint | None,
-        params: dict[str, Any],
+        params: RangeReplayParams,
         spark_conf: dict[str, str],
         address: str,
     ) -> ReplayOutcome:
@@ -380,9 +408,9 @@ class RangeReplayCommand(SubCommand):
                 address,
                 flt,
                 target,
-                master=params.get("spark_master") or "local[*]",
+                master=params.spark_master,
                 conf=spark_conf,
-                overwrite=bool(params.get("overwrite")),
+                overwrite=params.overwrite,
                 checkpoint=checkpoint,
                 stdout=ctx.env.stdout,
                 admin=admin,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,23 @@ OTHER_CLUSTER = Opt(
 )
 
 
+@dataclass(frozen=True)
+class RestoreOffsetParams:
+    """restoreOffset's options (the defaults are the Opt declarations')."""
+
+    from_: str
+    group: str | None
+    topic: str | None
+    clamp: bool
+    other_cluster: bool
+    no_wait: bool
+    dry_run: bool
+    yes: bool
+    backup: str | None
+    local_store: str | None
+    while_running: bool
+
+
 @register
 class RestoreOffsetCommand(SubCommand):
     """Put a group's offsets back from a backup file (mqadmin extension).
@@ -81,11 +99,13 @@ class RestoreOffsetCommand(SubCommand):
         WHILE_RUNNING,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        path = str(params["from_"])
+    params_type = RestoreOffsetParams
+
+    def execute(self, ctx: Context, params: RestoreOffsetParams) -> ResetResult:
+        path = str(params.from_)
         plan = is_plan_csv(Path(path))
-        backup = read_plan_csv(Path(path), params.get("group")) if plan else OffsetBackup.read(path)
-        for opt, value, have in (("-g", params.get("group"), backup.group), ("-t", params.get("topic"), backup.topic)):
+        backup = read_plan_csv(Path(path), params.group) if plan else OffsetBackup.read(path)
+        for opt, value, have in (("-g", params.group, backup.group), ("-t", params.topic, backup.topic)):
             if value is not None and value != have:
                 raise errors.UsageError(
                     f"backup {path} is for group {backup.group!r} on topic {backup.topic!r}, not {opt} {value!r}"
@@ -93,7 +113,7 @@ class RestoreOffsetCommand(SubCommand):
         from mqadmin.localstore import backup_rows
 
         rows_with_clients = [] if plan else [r for r in backup_rows(Path(path)) if r.get("client")]
-        if params.get("local_store"):
+        if params.local_store:
             return _local(ctx, params, backup, rows_with_clients)
         if rows_with_clients:
             raise errors.UsageError(
@@ -107,16 +127,14 @@ class RestoreOffsetCommand(SubCommand):
                 raise errors.UsageError(f"backup {path} records no broker address: give one with -n")
             ctx.address = backup.address
             ctx.env.note(f"restoring to {backup.address}, the address recorded in the backup")
-        if not params.get("dry_run"):
+        if not params.dry_run:
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
-        _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")), bool(params.get("dry_run")))
-        rows = _broker_rows(ctx, admin, backup, bool(params.get("clamp")))
-        result = ResetResult(
-            backup.group, backup.topic, None, bool(params.get("dry_run")), rows, restored_from=path, tz=ctx.tz
-        )
-        source = BrokerOffsets(no_wait=bool(params.get("no_wait")))
-        return run_plan(ctx, result, source, backup_path=params.get("backup"))
+        _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
+        rows = _broker_rows(ctx, admin, backup, params.clamp)
+        result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
+        source = BrokerOffsets(no_wait=params.no_wait)
+        return run_plan(ctx, result, source, backup_path=params.backup)
 
 
 def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) -> list[PlanRow]:
@@ -273,11 +291,11 @@ def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, 
 
 
 def _local(
-    ctx: Context, params: dict[str, Any], backup: OffsetBackup, client_rows: list[dict[str, Any]]
+    ctx: Context, params: RestoreOffsetParams, backup: OffsetBackup, client_rows: list[dict[str, Any]]
 ) -> ResetResult:
     """Put clients' local offsets back. A local backup names each row's client (matched by file,
     then by client name); a broker backup is applied to every client of the group found."""
-    source = LocalOffsets.open(ctx, str(params["local_store"]), backup.group)
+    source = LocalOffsets.open(ctx, str(params.local_store), backup.group)
     wanted = _local_targets(source, backup, client_rows)
     queues = sorted({mq for _, mq in wanted})
     if source.admin is not None:
@@ -285,8 +303,8 @@ def _local(
         missing = sorted(set(queues) - known)
         if missing:
             raise errors.UsageError(f"backup names queues the topic no longer has: {', '.join(map(str, missing))}")
-    if not params.get("dry_run"):
-        source.check_stopped(ctx, backup.group, bool(params.get("while_running")))
+    if not params.dry_run:
+        source.check_stopped(ctx, backup.group, params.while_running)
     admin = source.admin
 
     def bounds(mq: MessageQueue) -> tuple[int | None, int | None]:
@@ -307,12 +325,12 @@ def _local(
         backup.group,
         backup.topic,
         None,
-        bool(params.get("dry_run")),
+        params.dry_run,
         rows,
-        restored_from=str(params["from_"]),
+        restored_from=str(params.from_),
         tz=ctx.tz,
     )
-    return run_plan(ctx, result, source, backup_path=params.get("backup"))
+    return run_plan(ctx, result, source, backup_path=params.backup)
 
 
 def _local_targets(

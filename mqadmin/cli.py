@@ -55,6 +55,9 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
     ),
 )
 _COMMON = {o.dest for o in COMMON_OPTIONS}
+#: options a command declares that the CLI itself consumes (how to repeat and where to write
+#: the result), so they are not in the command's parameters
+RUN_OPTIONS = ("watch", "output_file")
 
 
 def _typer_param(opt: Opt) -> inspect.Parameter:
@@ -109,7 +112,10 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     from mqadmin.context import Context
     from mqadmin.timeparse import resolve_tz
 
-    common = {k: params.pop(k) for k in list(params) if k in _COMMON}
+    # a command without the common options may use their names for its own (mockBroker --tls-cert)
+    common = {k: params.pop(k) for k in list(params) if k in _COMMON} if cls.uses_broker else {}
+    watch: float | None = params.pop("watch", None)  # RUN_OPTIONS
+    output_file: str | None = params.pop("output_file", None)
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
             raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
@@ -121,8 +127,6 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
         having = ", ".join(c.name for c in commands() if fmt in c.extra_formats)
         raise UsageError(f"--output {fmt} is not available for {cls.name} (it is for: {having})")
-    output_file: str | None = params.pop("output_file", None)
-    watch: float | None = params.pop("watch", None)
     if watch is not None and not (0 < watch < float("inf")):
         raise UsageError(f"--watch must be a number of seconds above 0, not {watch}")
     if watch is not None and fmt in ("csv", "java"):
@@ -135,12 +139,14 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     from mqadmin.config import connection_settings
 
     address, connect_options = connection_settings(common)
+    assume_yes = bool(params.get("yes", False))
+    call = cls.bind(params)  # the command's parameters, checked before any broker work
     ctx = Context(
         address=address,
         timeout=timeout,
         tz=resolve_tz(common.get("tz")),
         env=env,
-        assume_yes=bool(params.get("yes", False)),
+        assume_yes=assume_yes,
         connect_options=connect_options,
         output=fmt,
     )
@@ -148,26 +154,24 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         from mqadmin.watch import watch_loop
 
         try:
-            watch_loop(lambda: cls().execute(ctx, **params), watch, fmt, env, output_file)
+            watch_loop(lambda: call(ctx), watch, fmt, env, output_file)
         except KeyboardInterrupt:  # the way to stop watching: no error line
             raise QuietExit(ExitCode.INTERRUPTED) from None
         finally:
             ctx.close()
         return
     try:
-        result = cls().execute(ctx, **params)
+        result = call(ctx)
     finally:
         ctx.close()
     if output_file:
         write_result(result, fmt, env, output_file)
     else:
         render(result, fmt, env)
-    failure = getattr(result, "check_failure", None)
-    if failure:
-        raise CheckFailed(failure)
-    partial = getattr(result, "failure", None)
-    if partial:
-        raise MqadminError(partial)
+    if result.check_failure:
+        raise CheckFailed(result.check_failure)
+    if result.failure:
+        raise MqadminError(result.failure)
 
 
 def _check_names(opt: Opt, value: str) -> None:

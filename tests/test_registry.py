@@ -154,3 +154,20 @@ def test_the_fast_help_is_the_click_help(columns: str) -> None:
     clicked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert fast.returncode == 0 and clicked.returncode == 0
     assert fast.stdout == clicked.stdout and "resetOffsetByTime" in fast.stdout
+
+
+@pytest.mark.parametrize("cls", commands(), ids=lambda c: c.name)
+def test_each_command_takes_one_parameters_dataclass(cls: type[SubCommand]) -> None:
+    """A field per option, named by its dest, with no default of its own (the Opt holds it), and
+    execute declared over exactly that class: mypy then checks every use of an option."""
+    import dataclasses
+    import inspect
+
+    from mqadmin.cli import RUN_OPTIONS
+
+    assert cls.params_type is not None and dataclasses.is_dataclass(cls.params_type)
+    fields = [f for f in dataclasses.fields(cls.params_type) if f.init]
+    assert sorted(f.name for f in fields) == sorted(o.dest for o in cls.options if o.dest not in RUN_OPTIONS)
+    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in fields)
+    annotation = inspect.signature(cls.execute).parameters["params"].annotation
+    assert annotation == cls.params_type.__name__
