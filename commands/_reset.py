@@ -12,18 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mqadmin.commands._common import fan_out
-from mqadmin.commands._plan import (
-    ACKED,
-    APPLIED,
-    PLAN_COLUMNS,
-    UNCHANGED,
-    UNKNOWN,
-    PlanRow,
-    ResetResult,
-    applied,
-    not_applied,
-    write_plan_csv,
-)
+from mqadmin.commands._plan import PlanRow, ResetResult, write_plan_csv
 
 from mqadmin import errors
 from mqadmin.config import default_home
@@ -35,28 +24,6 @@ if TYPE_CHECKING:
     from mqadmin.context import Context
     from mqadmin.model import MessageQueue
     from mqadmin.output import Env
-
-__all__ = [
-    "ACKED",
-    "APPLIED",
-    "COMMIT_WAIT_S",
-    "EXPORT",
-    "NO_WAIT",
-    "PLAN_COLUMNS",
-    "PUSH_POLL_S",
-    "PUSH_VERIFY_TIMEOUT_S",
-    "UNCHANGED",
-    "UNKNOWN",
-    "OffsetSource",
-    "PlanRow",
-    "ResetResult",
-    "applied",
-    "current_rows",
-    "not_applied",
-    "run_plan",
-    "show_plan",
-    "write_plan_csv",
-]
 
 EXPORT = Opt(
     "export",

@@ -26,7 +26,8 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import EXPORT, NO_WAIT, PlanRow, ResetResult, current_rows, run_plan
+from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context

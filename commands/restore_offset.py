@@ -17,7 +17,8 @@ from mqadmin.commands._common import (
 )
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
-from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, run_plan
+from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._reset import NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, required
-from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, run_plan
+from mqadmin.commands._plan import ResetResult
+from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 from mqadmin.commands.reset_offset_by_time import parse_bool
 
 from mqadmin.context import Context

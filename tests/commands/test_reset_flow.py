@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from mqadmin.commands._reset import PlanRow, ResetResult, run_plan
+from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._reset import run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
