@@ -260,8 +260,9 @@ def _settle_online_consumer(world: World) -> None:
 
     Settled means: every message consumed and committed, the %RETRY% queues rebalanced, and one
     more 5 s persist round logged after that. On 4.x that round also commits offset 0 on the
-    %RETRY% queues (a 4.x broker answers 0 for an empty queue, §5.1); on 5.x the client has no
-    offset to commit there. Both tools must then read the same, unchanging table.
+    %RETRY% queues (a 4.x broker answers 0 for an empty queue: ConsumerManageProcessor.java,
+    docs/protocol.md "Offset queries and commits"); on 5.x the client has no offset to commit
+    there. Both tools must then read the same, unchanging table.
     """
     peer = world.online
     assert peer is not None
@@ -422,8 +423,9 @@ def test_reset_no_force(world: World, resets: Resets) -> None:
 
     4.x: both tools apply it (the Java tool's old method updates a queue only if the target is
     at or below its offset). 5.2+: the broker-side reset the Java tool sends ignores ``isForce``
-    (protocol doc §5.4), so Java moves offsets forward too; ours honours -f false on every
-    version (issue 3 point 3). That is the one intended difference.
+    (AdminBrokerProcessor.java; docs/protocol.md "Offset reset"), so Java moves offsets forward
+    too; ours honours -f false on every version (issue 3 point 3). That is the one intended
+    difference.
     """
     java_group, our_group = G_NOFORCE
     targets = resets.targets
