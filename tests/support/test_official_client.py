@@ -201,7 +201,10 @@ def test_real_broker_round_trip(version: str, provisioned: oc.Provisioned, tmp_p
             consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15)
             timings["commit_logged_s"] = round(time.monotonic() - consumer.started_at, 2)
             timings["commit_online_s"] = round(_wait_committed(cluster, GROUP, per_queue, 30), 2)
-            time.sleep(1)
+            # one more persist round (a line per queue) after the commit was seen: the consumer
+            # kept pulling from the committed offsets, and nothing came twice
+            logged = consumer.cpp_log().count("updateConsumeOffsetToBroker")
+            consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15, count=logged + len(per_queue))
             assert len(consumer.messages) == COUNT, "redelivery after commit"
             consumer.stop()
         assert consumer.of("stopping")[0]["reason"] == "signal"
