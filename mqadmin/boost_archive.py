@@ -1,6 +1,7 @@
 """The Boost text archive that rocketmq-client-cpp 2.x (the library rocketmq-client-python loads)
 keeps its broadcast offsets in: ``offsets.Json``, a ``std::map<std::string, int64>`` saved by
-``boost::archive::text_oarchive``. Read and written exactly as that client does.
+``boost::archive::text_oarchive``. Read and written exactly as that client does (docs/protocol.md,
+"Client offsets files").
 """
 
 from __future__ import annotations

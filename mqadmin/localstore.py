@@ -2,7 +2,7 @@
 
 A BROADCASTING consumer keeps its offsets on its own host, in
 ``<localOffsetStoreDir>/<clientId>/<group>/offsets.json`` (client: LocalFileOffsetStore.java; the
-folder defaults to ``~/.rocketmq_offsets``), so no broker
+folder defaults to ``~/.rocketmq_offsets``; docs/protocol.md, "Client offsets files"), so no broker
 knows them. The Java client writes fastjson with message-queue *objects* as keys; the C++ client
 (current master) writes JSON whose keys are *strings* holding the queue's JSON; ali-ons writes
 ``[topic="T", brokerName="b", queueId="0"]`` strings. We read all three, fall back to
