@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from mqadmin.context import Context
     from mqadmin.localstore import OffsetsFile
 
+#: why a time (-s) needs a broker with local offsets
+TIME_SEARCH = "the time search comes from the broker (or store:///its/store)"
+
 
 @dataclass
 class LocalOffsets:
@@ -57,10 +60,10 @@ class LocalOffsets:
     def address(self) -> str:
         return f"local:{self.path}"
 
-    def need_broker(self, what: str) -> Admin:
-        """The broker, or a usage error saying ``what`` needs one."""
+    def need_broker(self, what: str, why: str = TIME_SEARCH) -> Admin:
+        """The broker, or a usage error saying ``what`` needs one, and why."""
         if self.admin is None:
-            raise errors.UsageError(f"{what} needs -n: the time search comes from the broker (or store:///its/store)")
+            raise errors.UsageError(f"{what} needs -n: {why}")
         return self.admin
 
     def file_queues(self, topic: str) -> list[MessageQueue]:
