@@ -90,6 +90,8 @@ def _parse_acl(text: str | None) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class MockBrokerParams:
+    """mockBroker's options, checked before the store is opened or a port bound."""
+
     store: str
     port: int
     bind: str

@@ -67,6 +67,8 @@ SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "SYNC_BROKER_MEMB
 
 @dataclass(frozen=True)
 class QueryOffsetParams(EngineParams):
+    """queryOffset's options; what it cannot run is a usage error here, before any broker is asked."""
+
     topic: str | None
     all_topics: bool
     group: str | None

@@ -53,6 +53,8 @@ def _queue_ids(text: str | None) -> list[int]:
 
 @dataclass(frozen=True)
 class RangeReplayParams(EngineParams):
+    """rangeReplay's options; what it cannot run is a usage error here, before any broker is asked."""
+
     topic: str
     begin: str
     end: str
