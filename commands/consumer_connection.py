@@ -84,6 +84,8 @@ class Connections(ResultBase):
 
 @dataclass(frozen=True)
 class ConsumerConnectionParams:
+    """consumerConnection's options."""
+
     group: str
     broker_addr: str | None
 

@@ -18,7 +18,7 @@ from mqadmin import __version__
 from mqadmin.command_table import HELP, PROG, VERSION_HELP
 from mqadmin.errors import Cancelled, CheckFailed, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
-from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, render, write_result
+from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, Result, render, write_result
 from mqadmin.registry import Opt, SubCommand, commands, lookup
 
 #: Options every broker command takes, after the subcommand as the Java tool takes -n.
@@ -121,16 +121,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
             raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
         if opt.names and isinstance(params.get(opt.dest), str):
             _check_names(opt, params[opt.dest])
-    fmt = "json" if common.get("json_") else common.get("output", "table")
-    if fmt not in FORMATS:
-        raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
-        having = ", ".join(c.name for c in commands() if fmt in c.extra_formats)
-        raise UsageError(f"--output {fmt} is not available for {cls.name} (it is for: {having})")
-    if watch is not None and not (0 < watch < float("inf")):
-        raise UsageError(f"--watch must be a number of seconds above 0, not {watch}")
-    if watch is not None and fmt in ("csv", "java"):
-        raise UsageError(f"--watch prints a live table on a terminal and JSON lines otherwise; not --output {fmt}")
+    fmt = _format(cls, common, watch)
     if common.get("no_color"):
         env.color = False
     timeout = float(common["timeout"]) if common.get("timeout") is not None else 3.0
@@ -164,6 +155,26 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         result = call(ctx)
     finally:
         ctx.close()
+    _finish(result, fmt, env, output_file)
+
+
+def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) -> str:
+    """The output format asked for, if this command has it (and --watch can show it)."""
+    fmt: str = "json" if common.get("json_") else common.get("output", "table")
+    if fmt not in FORMATS:
+        raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
+        having = ", ".join(c.name for c in commands() if fmt in c.extra_formats)
+        raise UsageError(f"--output {fmt} is not available for {cls.name} (it is for: {having})")
+    if watch is not None and not (0 < watch < float("inf")):
+        raise UsageError(f"--watch must be a number of seconds above 0, not {watch}")
+    if watch is not None and fmt in ("csv", "java"):
+        raise UsageError(f"--watch prints a live table on a terminal and JSON lines otherwise; not --output {fmt}")
+    return fmt
+
+
+def _finish(result: Result, fmt: str, env: Env, output_file: str | None) -> None:
+    """Print (or write) the result, then end as it says: a breached check exits 3, a partial failure 1."""
     if output_file:
         write_result(result, fmt, env, output_file)
     else:

@@ -89,6 +89,39 @@ def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[n
         undo()
 
 
+def test_a_plugin_result_still_ends_the_run_as_it_says(cli) -> None:  # type: ignore[no-untyped-def]
+    """A plugin written against **params, whose result carries only check_failure (no failure,
+    no stdout_used), is printed and then exits 3, as before the Result protocol named them."""
+    from mqadmin.output import Table
+
+    class Behind:
+        check_failure = "group G is 7 behind"
+
+        def to_json(self) -> dict[str, int]:
+            return {"lag": 7}
+
+        def table(self) -> Table:
+            return Table(["lag"], [[7]])
+
+    class LagCheckCommand(SubCommand):
+        """Check a lag."""
+
+        name = "lagCheck"
+        uses_broker = False
+
+        def execute(self, ctx, **params):  # type: ignore[no-untyped-def]
+            assert params == {}
+            return Behind()
+
+    undo = temporarily_registered(LagCheckCommand)
+    try:
+        r = cli("lag-check")
+        assert r.code == 3 and '"lag"' not in r.stdout and "7" in r.stdout
+        assert r.stderr == "mqadmin: error: group G is 7 behind\n"
+    finally:
+        undo()
+
+
 def test_third_party_commands_come_from_the_entry_point_group(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A plugin distribution registers its command under the mqadmin.commands group; a broken
     plugin is reported and skipped, the built-in commands keep working."""
