@@ -44,7 +44,7 @@ from mqadmin.timeparse import format_duration, format_time
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.localstore import OffsetsFile
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
 #: topics brokers make for themselves (RocketMQ's TopicValidator system set) and the prefixes of
 #: per-group and system topics: --all-topics leaves them out unless they are named with -t
@@ -592,7 +592,8 @@ def _locate(
 
         found = fan_out(at, list(zip(queues, bounds, offsets, strict=True)))
         return dict(zip(queues, found, strict=True))
-    from mqadmin.replay.planner import Slice, first_match_in_order, scan_slices
+    from mqadmin.replay.planner import Slice
+    from mqadmin.replay.search import first_match_in_order, scan_slices
 
     slices = scan_slices([(mq, lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)], slice_size)
     if run.name == "spark":
@@ -639,6 +640,6 @@ def _no_property_line(admin: Admin, field: TimeField, ts: int, mq: MessageQueue,
 
 def _time_field(text: str) -> TimeField:
     """The planner (and its worker) load only when a command needs them, not for --help."""
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
     return TimeField.parse(text)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mqadmin.errors import MqadminError, UsageError
 from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
-from mqadmin.replay.planner import FirstMatch, Plan, Slice, TimeField, earliest_per_queue
+from mqadmin.replay.planner import Plan, Slice
+from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.model import MessageQueue
-from mqadmin.replay.planner import FirstMatch, Slice, TimeField, first_match
+from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import json_chunks
+from mqadmin.replay.search import FirstMatch, TimeField, first_match
 from mqadmin.replay.worker import MessageFilter, SliceScan, pause_gc
 
 if TYPE_CHECKING:
