@@ -16,7 +16,7 @@ from mqadmin.model import MessageQueue
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.context import Context
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def _scan(
 ) -> dict[MessageQueue, Where]:
     """The first message in queue order whose field is at or after ``ts``, read in slices of
     ``slice_size``; a queue without one lands on its max offset."""
-    from mqadmin.replay.planner import Slice, first_match_in_order, scan_slices
+    from mqadmin.replay.planner import Slice
+    from mqadmin.replay.search import first_match_in_order, scan_slices
 
     slices = scan_slices([(mq, lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)], slice_size)
     if run.name == "spark":

@@ -14,7 +14,7 @@ from mqadmin.timeparse import format_duration, format_time
 
 if TYPE_CHECKING:
     from mqadmin.localstore import OffsetsFile
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
 
 @dataclass
@@ -166,6 +166,6 @@ def _time_line(ts: int, time_field: TimeField, tz: tzinfo | None) -> str:
 
 def time_field_of(text: str) -> TimeField:
     """The planner (and its worker) load only when a command needs them, not for --help."""
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
     return TimeField.parse(text)

@@ -45,7 +45,7 @@ from mqadmin.replay import STORE_TIME, TIME_FIELDS_HELP
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.localstore import OffsetsFile
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
 #: topics brokers make for themselves (RocketMQ's TopicValidator system set) and the prefixes of
 #: per-group and system topics: --all-topics leaves them out unless they are named with -t
