@@ -989,7 +989,7 @@ def test_stop_flushes_offsets_and_closes_connections(tmp_path: Path) -> None:
 
 
 def test_periodic_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mqadmin.mock.server as server_module
+    import mqadmin.mock.server.core as server_module
 
     monkeypatch.setattr(server_module, "FLUSH_INTERVAL_S", 0.1)
     cluster = make_cluster(tmp_path / "store", "5.3.3")

@@ -183,7 +183,7 @@ def test_full_disk_while_rolling_to_a_new_file(tmp_path: Path, disk: Disk) -> No
 def test_config_flushes_on_a_full_disk_log_one_line_and_retry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import mqadmin.mock.server as server_module
+    import mqadmin.mock.server.core as server_module
 
     monkeypatch.setattr(server_module, "FLUSH_INTERVAL_S", 0.05)
     real_write = store_module.atomic_write
