@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, TOPIC, YES, required
-from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands._plan import ResetResult
+from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
 
 WHILE_ONLINE = "--while-online"
+
+
+@dataclass(frozen=True)
+class CloneGroupOffsetParams:
+    """cloneGroupOffset's options (the defaults are the Opt declarations')."""
+
+    src_group: str
+    dest_group: str
+    topic: str
+    offline: str | None
+    while_online: bool
+    no_wait: bool
+    export: str | None
+    dry_run: bool
+    yes: bool
+    backup: str | None
 
 
 @register
@@ -74,13 +93,15 @@ class CloneGroupOffsetCommand(SubCommand):
         BACKUP,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        src: str = params["src_group"].strip()
-        dest: str = params["dest_group"].strip()
-        topic: str = params["topic"].strip()
+    params_type = CloneGroupOffsetParams
+
+    def execute(self, ctx: Context, params: CloneGroupOffsetParams) -> ResetResult:
+        src: str = params.src_group.strip()
+        dest: str = params.dest_group.strip()
+        topic: str = params.topic.strip()
         if src == dest:
             raise errors.UsageError(f"-s and -d name the same group {src!r}: nothing to clone")
-        if not params.get("dry_run") and not params.get("export"):
+        if not params.dry_run and not params.export:
             refuse_offline_write(ctx, self.name)
         admin = open_admin(ctx)
         known = set(route_of(admin, topic).message_queues())
@@ -98,28 +119,20 @@ class CloneGroupOffsetCommand(SubCommand):
             if mq not in current:
                 r.old_offset = r.min_offset
             r.target = r.new_offset = source[mq]
-        if not params.get("dry_run") and not params.get("export"):
-            _refuse_online(admin, dest, bool(params.get("while_online")), ctx)
+        if not params.dry_run and not params.export:
+            _refuse_online(admin, dest, params.while_online, ctx)
         result = ResetResult(
             dest,
             topic,
             None,
-            bool(params.get("dry_run")),
+            params.dry_run,
             rows,
             tz=ctx.tz,
             action=self.name,
             source_group=src,
         )
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=None,
-            force=True,
-            backup_path=params.get("backup"),
-            explicit=True,
-            no_wait=bool(params.get("no_wait")),
-            export=params.get("export"),
-        )
+        brokers = BrokerOffsets(no_wait=params.no_wait)
+        return run_plan(ctx, result, brokers, backup_path=params.backup, export=params.export)
 
 
 def _require_subscription(admin: Any, group: str) -> None:

@@ -11,7 +11,7 @@ from mqadmin.commands._options import GROUP, required
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import ConsumerConnection
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.protocol.versions import version_desc
 from mqadmin.registry import Opt, SubCommand, register
 
@@ -20,7 +20,7 @@ CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSU
 
 
 @dataclass
-class Connections:
+class Connections(ResultBase):
     group: str
     conn: ConsumerConnection
     broker_addr: str | None = None
@@ -82,6 +82,14 @@ class Connections:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class ConsumerConnectionParams:
+    """consumerConnection's options."""
+
+    group: str
+    broker_addr: str | None
+
+
 @register
 class ConsumerConnectionCommand(SubCommand):
     """Show a group's online clients: id, address, language, version, subscriptions.
@@ -97,9 +105,10 @@ class ConsumerConnectionCommand(SubCommand):
         Opt("broker_addr", ("-b", "--brokerAddr"), "Ask this broker only (host:port)", metavar="ADDR"),
     )
 
-    def execute(self, ctx: Context, **params: Any) -> Connections:
-        group: str = params["group"]
-        broker_addr: str | None = params.get("broker_addr")
+    params_type = ConsumerConnectionParams
+
+    def execute(self, ctx: Context, params: ConsumerConnectionParams) -> Connections:
+        group, broker_addr = params.group, params.broker_addr
         admin = open_admin(ctx)
         try:
             conn = admin.consumer_connections(group, broker_addr=broker_addr)

@@ -11,7 +11,7 @@ from typing import Any
 
 from mqadmin import errors
 from mqadmin.context import Context
-from mqadmin.output import Table
+from mqadmin.output import ResultBase, Table
 from mqadmin.registry import Opt, SubCommand, register
 
 DEFAULT_STORE = "mock://demo"
@@ -21,7 +21,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
-class MockBrokerResult:
+class MockBrokerResult(ResultBase):
     """What was served, once the server has stopped and the store is flushed."""
 
     address: str
@@ -88,6 +88,31 @@ def _parse_acl(text: str | None) -> tuple[str, str] | None:
     return access_key, secret_key
 
 
+@dataclass(frozen=True)
+class MockBrokerParams:
+    """mockBroker's options, checked before the store is opened or a port bound."""
+
+    store: str
+    port: int
+    bind: str
+    brokers: int | None
+    demo: bool
+    broker_version: str | None
+    acl: str | None
+    tls_cert: str | None
+    tls_key: str | None
+    idle_timeout: float
+
+    def __post_init__(self) -> None:
+        _parse_acl(self.acl)
+        if self.tls_key and not self.tls_cert:
+            raise errors.UsageError("--tls-key needs --tls-cert")
+        if self.idle_timeout < 0:
+            raise errors.UsageError(f"--idle-timeout must be 0 or more seconds, not {self.idle_timeout:g}")
+        if not 0 <= self.port <= 65535:
+            raise errors.UsageError(f"--port must be 0..65535, not {self.port}")
+
+
 @register
 class MockBrokerCommand(SubCommand):
     """Serve a mock broker store over TCP: a name server plus one port per broker (mqadmin extension).
@@ -131,25 +156,19 @@ class MockBrokerCommand(SubCommand):
         ),
     )
 
-    def execute(self, ctx: Context, **params: Any) -> MockBrokerResult:
-        # Imported here: commands reach the mock only through this one helper (see the report).
+    params_type = MockBrokerParams
+
+    def execute(self, ctx: Context, params: MockBrokerParams) -> MockBrokerResult:
+        # mockBroker is the one command that reaches the mock directly (an import-linter exception
+        # in pyproject.toml), and only here, so the other commands and --help never load it
         from mqadmin.mock.server import serve_store, tls_context
 
-        acl = _parse_acl(params.get("acl"))
-        cert, key = params.get("tls_cert"), params.get("tls_key")
-        if key and not cert:
-            raise errors.UsageError("--tls-key needs --tls-cert")
-        tls = tls_context(cert, key) if cert else None
-        idle_timeout = float(params.get("idle_timeout", 120.0))
-        if idle_timeout < 0:
-            raise errors.UsageError(f"--idle-timeout must be 0 or more seconds, not {idle_timeout:g}")
-        port = int(params.get("port", DEFAULT_PORT))
-        if not 0 <= port <= 65535:
-            raise errors.UsageError(f"--port must be 0..65535, not {port}")
+        acl = _parse_acl(params.acl)
+        tls = tls_context(params.tls_cert, params.tls_key) if params.tls_cert else None
         shaping = {
-            "--brokers": params.get("brokers"),
-            "--broker-version": params.get("broker_version"),
-            "--demo": params.get("demo") or None,
+            "--brokers": params.brokers,
+            "--broker-version": params.broker_version,
+            "--demo": params.demo or None,
         }
 
         def ready(info: Any) -> None:
@@ -164,17 +183,17 @@ class MockBrokerCommand(SubCommand):
         stop = threading.Event()
         with _stop_on_signals(stop):
             report = serve_store(
-                params.get("store") or DEFAULT_STORE,
+                params.store,
                 stop=stop,
-                port=port,
-                bind=params.get("bind") or DEFAULT_BIND,
-                brokers=params.get("brokers"),
-                broker_version=params.get("broker_version"),
-                demo=bool(params.get("demo")),
+                port=params.port,
+                bind=params.bind,
+                brokers=params.brokers,
+                broker_version=params.broker_version,
+                demo=params.demo,
                 acl=acl,
                 tls=tls,
                 on_ready=ready,
-                idle_timeout=idle_timeout,
+                idle_timeout=params.idle_timeout,
             )
         info = report.ready
         return MockBrokerResult(

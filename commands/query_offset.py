@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import tzinfo
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mqadmin.commands._common import (
     fan_out,
@@ -17,8 +16,9 @@ from mqadmin.commands._common import (
     queue_bounds,
     route_of,
     store_time_at,
-    time_fields,
 )
+from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, choose_engine
+from mqadmin.commands._offset_search import Where, locate
 from mqadmin.commands._options import (
     ENGINE,
     GROUP,
@@ -28,24 +28,25 @@ from mqadmin.commands._options import (
     SPARK_MASTER,
     TIMESTAMP,
     TOPIC,
-    require_spark,
-    spark_conf,
-    spark_unavailable,
+)
+from mqadmin.commands._query_offset_result import (
+    BulkQueryOffsetResult,
+    QueryOffsetResult,
+    QueueOffsetRow,
+    time_field_of,
 )
 
 from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue, OffsetWrapper
-from mqadmin.output import Table
 from mqadmin.protocol.constants import DEFAULT_TOPIC, DLQ_PREFIX, RETRY_PREFIX
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.replay import DEFAULT_SLICE_SIZE, STORE_TIME, TIME_FIELDS_HELP
-from mqadmin.timeparse import format_duration, format_time
+from mqadmin.replay import STORE_TIME, TIME_FIELDS_HELP
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.localstore import OffsetsFile
-    from mqadmin.replay.planner import TimeField
+    from mqadmin.replay.search import TimeField
 
 #: topics brokers make for themselves (RocketMQ's TopicValidator system set) and the prefixes of
 #: per-group and system topics: --all-topics leaves them out unless they are named with -t
@@ -65,172 +66,46 @@ SYSTEM_TOPICS = frozenset(
 SYSTEM_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, "rmq_sys_", "RMQ_SYS_", "SYNC_BROKER_MEMBER_")
 
 
-@dataclass
-class QueueOffsetRow:
-    broker: str
-    queue_id: int
-    min_offset: int | None
-    max_offset: int | None
-    consumer_offset: int | None = None
-    lag: int | None = None
-    offset_at_time: int | None = None
-    store_time_at_offset: int | None = None
-    #: the searched time field's value at offset_at_time (the store time for --time-field store)
-    time_at_offset: int | None = None
-    #: local offsets only: whose file the row is from, and the age of its oldest unconsumed message
-    client: str | None = None
-    lag_time_ms: int | None = None
+@dataclass(frozen=True)
+class QueryOffsetParams(EngineParams):
+    """queryOffset's options; what it cannot run is a usage error here, before any broker is asked."""
 
-
-@dataclass
-class QueryOffsetResult:
-    topic: str
+    topic: str | None
+    all_topics: bool
     group: str | None
-    timestamp: int | None
-    queues: list[QueueOffsetRow] = field(default_factory=list)
-    tz: tzinfo | None = None
-    #: the local offsets files read (--local-store), None for the broker's offsets
-    local_files: list[OffsetsFile] | None = None
-    time_field: str = STORE_TIME
-    engine: str = "local"
+    timestamp: str | None
+    time_field: str
+    local_store: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "topic": self.topic,
-            "group": self.group,
-            **time_fields("timestamp", self.timestamp, self.tz),
-            "time_field": self.time_field,
-            "engine": self.engine,
-            "queues": [self._row_json(q) for q in self.queues],
-        }
-        if self.local_files is not None:
-            doc["local_store"] = [f.to_json() for f in self.local_files]
-        return doc
-
-    def _row_json(self, q: QueueOffsetRow) -> dict[str, Any]:
-        row: dict[str, Any] = {"client": q.client} if self.local_files is not None else {}
-        row |= {
-            "broker": q.broker,
-            "queue_id": q.queue_id,
-            "min_offset": q.min_offset,
-            "max_offset": q.max_offset,
-            "consumer_offset": q.consumer_offset,
-            "lag": q.lag,
-        }
-        if self.local_files is not None:
-            row["lag_time_ms"] = q.lag_time_ms
-        row["offset_at_time"] = q.offset_at_time
-        row |= time_fields("store_time_at_offset", q.store_time_at_offset, self.tz)
-        row |= time_fields("time_at_offset", q.time_at_offset, self.tz)
-        return row
+    def __post_init__(self) -> None:
+        if not self.topics and not self.all_topics:
+            # the words click used while -t was required: scripts and tests know this line
+            raise errors.UsageError("Missing option '-t' / '--topic' / '--topicName'.")
+        if self.search_field.scans and not self.timestamp:
+            raise errors.UsageError(f"--time-field {self.search_field} needs -s: the time to compare it with")
+        super().__post_init__()
+        if self.local_store:
+            if self.bulk:
+                raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
+            if self.engine == "spark":
+                raise errors.UsageError("--local-store runs on the local engine only")
 
     @property
-    def _field(self) -> TimeField:
-        return _time_field(self.time_field)
+    def topics(self) -> list[str]:
+        return _names(self.topic)
 
-    def columns(self) -> list[str]:
-        local = self.local_files is not None
-        columns = (["Client"] if local else []) + ["Broker", "QID", "Min Offset", "Max Offset"]
-        if self.group:
-            columns += ["Consumer Offset", "Lag"] + (["Lag Time"] if local else [])
-        if self.timestamp is not None:
-            columns += ["Offset At Time", "Store Time At Offset"]
-            if self._field.scans:
-                columns.append(f"{self._field.label} At Offset")
-        return columns
+    @property
+    def groups(self) -> list[str]:
+        return _names(self.group)
 
-    def cells(self, q: QueueOffsetRow) -> list[Any]:
-        local = self.local_files is not None
-        row: list[Any] = ([q.client] if local else []) + [q.broker, q.queue_id, q.min_offset, q.max_offset]
-        if self.group:
-            row += [q.consumer_offset, q.lag]
-            if local:
-                row.append(None if q.lag_time_ms is None else format_duration(q.lag_time_ms))
-        if self.timestamp is not None:
-            row += [q.offset_at_time, format_time(q.store_time_at_offset, self.tz)]
-            if self._field.scans:
-                row.append(format_time(q.time_at_offset, self.tz))
-        return row
+    @property
+    def search_field(self) -> TimeField:
+        return time_field_of(self.time_field)
 
-    def table(self) -> Table:
-        local = self.local_files is not None
-        footer = []
-        if self.group:
-            footer.append(f"Total Lag: {sum(q.lag or 0 for q in self.queues)}")
-        if self.timestamp is not None:
-            footer.append(_time_line(self.timestamp, self._field, self.tz))
-        for f in self.local_files or []:
-            footer.append(f"{f.client}: {f.path} (read {f.read_from})")
-        title = f"Topic {self.topic}" + (f", group {self.group}" if self.group else "")
-        if local:
-            title += " (local offsets)"
-        return Table(self.columns(), [self.cells(q) for q in self.queues], title=title, footer=footer)
-
-
-@dataclass
-class BulkQueryOffsetResult:
-    """Several topics or groups: one queryOffset document per (topic, group) pair."""
-
-    timestamp: int | None
-    time_field: str
-    engine: str
-    results: list[QueryOffsetResult]
-    tz: tzinfo | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **time_fields("timestamp", self.timestamp, self.tz),
-            "time_field": self.time_field,
-            "engine": self.engine,
-            "results": [r.to_json() for r in self.results],
-        }
-
-    def table(self) -> Table:
-        grouped = any(r.group for r in self.results)
-        model = QueryOffsetResult("", "-" if grouped else None, self.timestamp, [], self.tz, time_field=self.time_field)
-        rows = [[r.topic] + ([r.group] if grouped else []) + r.cells(q) for r in self.results for q in r.queues]
-        footer: list[str] = []
-        if grouped:
-            lags: dict[str, int] = {}
-            for r in self.results:
-                if r.group:
-                    lags[r.group] = lags.get(r.group, 0) + sum(q.lag or 0 for q in r.queues)
-            footer += [f"Total Lag of {g}: {lag}" for g, lag in lags.items()]
-        if self.timestamp is not None:
-            footer.append(_time_line(self.timestamp, _time_field(self.time_field), self.tz))
-        if not self.results:
-            footer.append("No topic matched.")
-        title = f"{len({r.topic for r in self.results})} topic(s)" + (
-            f", {len({r.group for r in self.results})} group(s)" if grouped else ""
-        )
-        columns = ["Topic"] + (["Group"] if grouped else []) + model.columns()
-        return Table(columns, rows, title=title, footer=footer)
-
-
-def _time_line(ts: int, time_field: TimeField, tz: tzinfo | None) -> str:
-    by = "" if not time_field.scans else f", by {time_field.label.lower()} (first message at or after it)"
-    return f"Time: {format_time(ts, tz)} ({ts}){by}"
-
-
-@dataclass(frozen=True)
-class _Where:
-    """Where the time lands on one queue: bounds, the offset, and the times of the message there."""
-
-    min_offset: int | None = None
-    max_offset: int | None = None
-    offset: int | None = None
-    store_time: int | None = None
-    field_time: int | None = None
-
-
-@dataclass(frozen=True)
-class _Engine:
-    """Where the searches run and with what; ``address`` is what Spark executors connect to."""
-
-    name: str = "local"
-    address: str = ""
-    master: str = "local[*]"
-    conf: dict[str, str] = field(default_factory=dict)
+    @property
+    def bulk(self) -> bool:
+        """Several topics or groups: the result is a list of documents."""
+        return self.all_topics or len(self.topics) > 1 or len(self.groups) > 1
 
 
 @register
@@ -307,34 +182,17 @@ class QueryOffsetCommand(SubCommand):
         LOCAL_STORE,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> QueryOffsetResult | BulkQueryOffsetResult:
-        topics, groups = _names(params.get("topic")), _names(params.get("group"))
-        all_topics = bool(params.get("all_topics"))
-        if not topics and not all_topics:
-            # the words click used while -t was required: scripts and tests know this line
-            raise errors.UsageError("Missing option '-t' / '--topic' / '--topicName'.")
-        ts = ctx.time(params["timestamp"]) if params.get("timestamp") else None
-        time_field = _time_field(params.get("time_field") or STORE_TIME)
-        if time_field.scans and ts is None:
-            raise errors.UsageError(f"--time-field {time_field} needs -s: the time to compare it with")
-        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
-        if slice_size < 1:
-            raise errors.UsageError("--slice-size must be at least 1")
-        engine: str = params.get("engine") or "local"
-        conf = spark_conf(params.get("spark_conf"))
-        bulk = all_topics or len(topics) > 1 or len(groups) > 1
-        if engine == "spark" and ts is not None and not params.get("local_store"):
-            from mqadmin.admin import resolve_address
+    params_type = QueryOffsetParams
 
-            # before any broker work: without pyspark or Java this is one line and exit 2
-            require_spark(resolve_address(ctx.address), params.get("spark_master") or "local[*]")
-        if params.get("local_store"):
-            if bulk:
-                raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
-            if engine == "spark":
-                raise errors.UsageError("--local-store runs on the local engine only")
+    def execute(self, ctx: Context, params: QueryOffsetParams) -> QueryOffsetResult | BulkQueryOffsetResult:
+        topics, groups = params.topics, params.groups
+        ts = ctx.time(params.timestamp) if params.timestamp else None
+        time_field, slice_size, bulk = params.search_field, params.slice_size, params.bulk
+        if params.engine == "spark" and ts is not None and not params.local_store:
+            check_spark(ctx, params)
+        if params.local_store:
             group = groups[0] if groups else None
-            return self._local(ctx, Path(params["local_store"]), topics[0], group, ts, time_field, slice_size)
+            return self._local(ctx, Path(params.local_store), topics[0], group, ts, time_field, slice_size)
         admin = open_admin(ctx)
         if not bulk:
             topic, group = topics[0], groups[0] if groups else None
@@ -342,7 +200,7 @@ class QueryOffsetCommand(SubCommand):
             consumer = {group: group_offsets(admin, group, topic)} if group else {}
             pairs: list[tuple[str, str | None]] = [(topic, group)]
         else:
-            selected = _select_topics(ctx, admin, topics, all_topics)
+            selected = _select_topics(ctx, admin, topics, params.all_topics)
             found = fan_out(lambda t: _route_or_none(ctx, admin, t, t in topics), selected)
             routes = dict(zip(selected, found, strict=True))
             selected = [t for t in selected if routes[t] is not None]
@@ -352,8 +210,8 @@ class QueryOffsetCommand(SubCommand):
             queues = [mq for t in needed for mq in routes[t] or []]
             consumer = by_group
         bounds = queue_bounds(admin, queues)
-        run = self._engine(ctx, engine, ts, time_field, queues, bounds, params, conf)
-        where = _locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
+        run = choose_engine(ctx, params, _work(ts, time_field, queues, bounds))
+        where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
         results = [
             self._result(ctx, t, g, ts, time_field, run.name, queues, where, consumer.get(g, {}) if g else {})
             for t, g in pairs
@@ -371,7 +229,7 @@ class QueryOffsetCommand(SubCommand):
         time_field: TimeField,
         engine: str,
         queues: Sequence[MessageQueue],
-        where: dict[MessageQueue, _Where],
+        where: dict[MessageQueue, Where],
         consumer: dict[MessageQueue, OffsetWrapper],
     ) -> QueryOffsetResult:
         rows = []
@@ -387,53 +245,6 @@ class QueryOffsetCommand(SubCommand):
                 r.lag = max(w.max_offset - wrapper.consumer_offset, 0)
             rows.append(r)
         return QueryOffsetResult(topic, group, ts, rows, ctx.tz, time_field=str(time_field), engine=engine)
-
-    def _engine(
-        self,
-        ctx: Context,
-        engine: str,
-        ts: int | None,
-        time_field: TimeField,
-        queues: Sequence[MessageQueue],
-        bounds: Sequence[tuple[int, int]],
-        params: dict[str, Any],
-        conf: dict[str, str],
-    ) -> _Engine:
-        """--engine spark must be able to run (else one line, exit 2); auto picks Spark only for
-        a scan big enough to pay for a JVM, and says why it chose what it chose."""
-        from mqadmin.admin import resolve_address
-
-        if engine == "local":
-            return _Engine()
-        master = params.get("spark_master") or "local[*]"
-        address = resolve_address(ctx.address)
-        if ts is None:
-            ctx.env.note(f"engine {engine}: local, because without -s there is nothing to search")
-            return _Engine()
-        if engine == "spark":  # execute() checked that it can run
-            return _Engine("spark", address, master, conf)
-        from mqadmin.commands.range_replay import SPARK_AUTO_THRESHOLD, SPARK_MIN_LOCAL_CORES
-
-        total = sum(max(hi - lo, 0) for lo, hi in bounds)
-        why: str | None = None
-        if not time_field.scans:
-            why = "the broker answers a store-time search in one call per queue"
-        elif total < SPARK_AUTO_THRESHOLD:
-            why = f"the scan ({total} messages) is below the Spark threshold of {SPARK_AUTO_THRESHOLD}"
-        elif reason := spark_unavailable():
-            why = reason
-        else:
-            from mqadmin.spark import local_cores
-
-            cores = local_cores(master)
-            if cores is not None and cores < SPARK_MIN_LOCAL_CORES:
-                why = f"Spark {master} has {cores} core(s); it beats the local engine only from {SPARK_MIN_LOCAL_CORES}"
-        if why is not None:
-            ctx.env.note(f"engine auto: local, because {why}")
-            return _Engine()
-        require_spark(address, master)
-        ctx.env.note(f"engine auto: spark ({master}), for a scan of up to {total} messages in {len(queues)} queue(s)")
-        return _Engine("spark", address, master, conf)
 
     def _local(
         self,
@@ -458,14 +269,14 @@ class QueryOffsetCommand(SubCommand):
         admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
         if ts is not None and admin is None:
             raise errors.UsageError("-s needs -n: the time search comes from the broker (or store:///its/store)")
-        where: dict[MessageQueue, _Where]
+        where: dict[MessageQueue, Where]
         if admin is not None:
             queues = route_of(admin, topic).message_queues()
             bounds = queue_bounds(admin, queues)
-            where = _locate(admin, queues, bounds, ts, time_field, slice_size, _Engine(), ctx)
+            where = locate(admin, queues, bounds, ts, time_field, slice_size, Engine(), ctx)
         else:
             queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})
-            where = {mq: _Where() for mq in queues}
+            where = {mq: Where() for mq in queues}
         oldest: dict[tuple[MessageQueue, int], int | None] = {}
 
         def row(item: tuple[OffsetsFile, MessageQueue]) -> QueueOffsetRow:
@@ -490,6 +301,21 @@ class QueryOffsetCommand(SubCommand):
         return QueryOffsetResult(
             topic, group, ts, rows, ctx.tz, local_files=files, time_field=str(time_field), engine="local"
         )
+
+
+def _work(
+    ts: int | None, time_field: TimeField, queues: Sequence[MessageQueue], bounds: Sequence[tuple[int, int]]
+) -> Work:
+    """The search as the engine choice weighs it: a scan reads up to every message of the queues;
+    the broker answers a store-time search itself, so auto keeps that local."""
+    total = sum(max(hi - lo, 0) for lo, hi in bounds)
+    return Work(
+        total,
+        "scan",
+        f"a scan of up to {total} messages in {len(queues)} queue(s)",
+        nothing_to_run="without -s there is nothing to search" if ts is None else None,
+        stays_local=None if time_field.scans else "the broker answers a store-time search in one call per queue",
+    )
 
 
 def _names(text: str | None) -> list[str]:
@@ -561,85 +387,3 @@ def _pairs(
             if not has and t in named:
                 ctx.env.warn(f"group {g} has no offsets on topic {t}: its consumer offsets and lag are null")
     return out
-
-
-def _locate(
-    admin: Admin,
-    queues: Sequence[MessageQueue],
-    bounds: Sequence[tuple[int, int]],
-    ts: int | None,
-    time_field: TimeField,
-    slice_size: int,
-    run: _Engine,
-    ctx: Context,
-) -> dict[MessageQueue, _Where]:
-    """Where ``ts`` lands on every queue, by the broker's store-time search or by a scan, on the
-    local threads or on Spark; both engines give the same answer."""
-    if ts is None:
-        return {mq: _Where(lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)}
-    if not time_field.scans:
-        if run.name == "spark":
-            from mqadmin.spark.engine import search_offsets
-
-            queries = [(mq.topic, mq.broker_name, mq.queue_id, ts) for mq in queues]
-            offsets = search_offsets(run.address, queries, master=run.master, conf=run.conf, note=ctx.env.note)
-        else:
-            offsets = fan_out(lambda mq: admin.search_offset(mq, ts), queues)
-
-        def at(item: tuple[MessageQueue, tuple[int, int], int]) -> _Where:
-            mq, (lo, hi), offset = item
-            st = store_time_at(admin, mq, offset) if lo <= offset < hi else None
-            return _Where(lo, hi, offset, st, st)
-
-        found = fan_out(at, list(zip(queues, bounds, offsets, strict=True)))
-        return dict(zip(queues, found, strict=True))
-    from mqadmin.replay.planner import Slice, first_match_in_order, scan_slices
-
-    slices = scan_slices([(mq, lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)], slice_size)
-    if run.name == "spark":
-        from mqadmin.spark.engine import scan_first_matches
-
-        hits = scan_first_matches(
-            run.address, slices, time_field, ts, master=run.master, conf=run.conf, note=ctx.env.note
-        )
-    else:
-        of_queue: dict[MessageQueue, list[Slice]] = {}
-        for s in slices:
-            of_queue.setdefault(s.mq, []).append(s)
-        scanned = fan_out(lambda mq: first_match_in_order(admin, of_queue.get(mq, []), time_field, ts), queues)
-        hits = {mq: hit for mq, hit in zip(queues, scanned, strict=True) if hit is not None}
-    out: dict[MessageQueue, _Where] = {}
-    misses = []
-    for mq, (lo, hi) in zip(queues, bounds, strict=True):
-        hit = hits.get(mq)
-        out[mq] = _Where(lo, hi, hi) if hit is None else _Where(lo, hi, hit.offset, hit.store_time, hit.time)
-        if hit is None and hi > lo:
-            misses.append((mq, lo, hi))
-    if time_field.kind == "property":
-        for line in fan_out(lambda miss: _no_property_line(admin, time_field, ts, *miss), misses):
-            if line:
-                ctx.env.warn(line)
-    return out
-
-
-def _no_property_line(admin: Admin, field: TimeField, ts: int, mq: MessageQueue, lo: int, hi: int) -> str | None:
-    """A scanned queue where no message matched lands on its max offset. When its last message
-    lacks the property too, the property is likely misspelt or never set: say so for that queue
-    (when the last message has it, the time is simply after the queue's end, as with -s now)."""
-    try:
-        last = next((m for m in admin.pull(mq, hi - 1, 1).messages if m.queue_offset == hi - 1), None)
-    except errors.MqadminError:
-        last = None
-    if last is not None and field.of(last) is not None:
-        return None
-    return (
-        f"{mq.topic} {mq.broker_name}/{mq.queue_id}: none of its {hi - lo} messages has property {field.name} "
-        f"(epoch ms) at or after {ts}, and its last message has none at all; Offset At Time is its max offset {hi}"
-    )
-
-
-def _time_field(text: str) -> TimeField:
-    """The planner (and its worker) load only when a command needs them, not for --help."""
-    from mqadmin.replay.planner import TimeField
-
-    return TimeField.parse(text)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import tzinfo
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import route_of, time_fields
+from mqadmin.commands._common import route_of
+from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
     DRY_RUN,
     ENGINE,
@@ -16,17 +16,13 @@ from mqadmin.commands._options import (
     SPARK_MASTER,
     TOPIC,
     YES,
-    require_spark,
     required,
-    spark_unavailable,
 )
-from mqadmin.commands._options import spark_conf as parse_spark_conf
+from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, plan_result
 
 from mqadmin import errors
 from mqadmin.context import Context
-from mqadmin.output import Table
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.replay import DEFAULT_SLICE_SIZE
 from mqadmin.timeparse import FORMATS_HELP, format_time
 
 if TYPE_CHECKING:
@@ -44,135 +40,6 @@ SPARK_AUTO_THRESHOLD = 2_000_000
 SPARK_MIN_LOCAL_CORES = 2
 
 
-@dataclass
-class ReplayQueueRow:
-    broker: str
-    queue_id: int
-    start_offset: int
-    end_offset: int
-    messages: int
-    matched: int | None = None
-    written: int | None = None
-    missing: int = 0
-
-
-@dataclass
-class RangeReplayResult:
-    topic: str
-    begin: int
-    end: int
-    to: str
-    engine: str
-    dry_run: bool
-    queues: list[ReplayQueueRow]
-    slices: int
-    tag: str | None = None
-    key: str | None = None
-    limit: int | None = None
-    checkpoint: str | None = None
-    resumed_slices: int = 0
-    #: written and matched by earlier runs of a resumed replay (already in the file, or already
-    #: on an earlier run's stdout / sent), so the summary can say what this run did
-    written_before: int = 0
-    matched_before: int = 0
-    complete: bool = False
-    elapsed_ms: int | None = None
-    bytes: int | None = None
-    notes: list[str] = field(default_factory=list)
-    tz: tzinfo | None = None
-    #: the records went to stdout, so the CLI prints this summary on stderr
-    stdout_used: bool = False
-
-    @property
-    def total(self) -> int:
-        return sum(q.messages for q in self.queues)
-
-    @property
-    def written(self) -> int | None:
-        return None if self.dry_run else sum(q.written or 0 for q in self.queues)
-
-    @property
-    def matched(self) -> int | None:
-        return None if self.dry_run else sum(q.matched or 0 for q in self.queues)
-
-    @property
-    def written_this_run(self) -> int | None:
-        return None if self.dry_run else (self.written or 0) - self.written_before
-
-    def _rate(self, amount: int | None) -> float | None:
-        if amount is None or not self.elapsed_ms:
-            return None
-        return round(amount / (self.elapsed_ms / 1000), 1)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            **time_fields("begin", self.begin, self.tz),
-            **time_fields("end", self.end, self.tz),
-            "to": self.to,
-            "engine": self.engine,
-            "dry_run": self.dry_run,
-            "tag": self.tag,
-            "key": self.key,
-            "limit": self.limit,
-            "checkpoint": self.checkpoint,
-            "slices": self.slices,
-            "resumed_slices": self.resumed_slices,
-            "complete": self.complete,
-            "total_messages": self.total,
-            "matched": self.matched,
-            "written": self.written,
-            "written_this_run": self.written_this_run,
-            "bytes": self.bytes,
-            "elapsed_ms": self.elapsed_ms,
-            "msgs_per_s": self._rate(None if self.matched is None else self.matched - self.matched_before),
-            "bytes_per_s": self._rate(self.bytes),
-            "notes": self.notes,
-            "queues": [
-                {
-                    "broker": q.broker,
-                    "queue_id": q.queue_id,
-                    "start_offset": q.start_offset,
-                    "end_offset": q.end_offset,
-                    "messages": q.messages,
-                    "matched": q.matched,
-                    "written": q.written,
-                    "missing": q.missing,
-                }
-                for q in self.queues
-            ],
-        }
-
-    def table(self) -> Table:
-        columns = ["Broker", "QID", "Start Offset", "End Offset", "Messages"]
-        if not self.dry_run:
-            columns += ["Matched", "Written"]
-        rows: list[list[Any]] = []
-        for q in self.queues:
-            row: list[Any] = [q.broker, q.queue_id, q.start_offset, q.end_offset, q.messages]
-            if not self.dry_run:
-                row += [q.matched, q.written]
-            rows.append(row)
-        footer = [
-            f"Window: [{format_time(self.begin, self.tz)}, {format_time(self.end, self.tz)}) by store time "
-            f"({self.begin} .. {self.end})",
-            f"Plan: {self.total} message(s) in {self.slices} slice(s)" + (", dry run" if self.dry_run else ""),
-        ]
-        if not self.dry_run:
-            verb = {"topic": "Sent", "group": "Re-delivered"}.get(self.to.split(":", 1)[0], "Wrote")
-            line = f"{verb} {self.written_this_run} message(s) to {self.to} with the {self.engine} engine"
-            if self.elapsed_ms is not None:
-                rate = self._rate((self.matched or 0) - self.matched_before)
-                line += f" in {self.elapsed_ms / 1000:.1f} s" + (f" ({rate:,.0f} msg/s)" if rate else "")
-            if self.written_before:
-                line += f"; {self.written_before} more by the earlier run(s)"
-                if self.to.split(":", 1)[0] in ("jsonl", "parquet"):
-                    line += f" (the file holds all {self.written})"
-            footer.append(line)
-        footer += self.notes
-        return Table(columns, rows, title=f"Replay of topic {self.topic}", footer=footer)
-
-
 def _csv(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
@@ -182,6 +49,53 @@ def _queue_ids(text: str | None) -> list[int]:
         return [int(p) for p in _csv(text)]
     except ValueError:
         raise errors.UsageError(f"--queue takes queue ids like 0 or 0,3; got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class RangeReplayParams(EngineParams):
+    """rangeReplay's options; what it cannot run is a usage error here, before any broker is asked."""
+
+    topic: str
+    begin: str
+    end: str
+    queue: str | None
+    broker: str | None
+    tag: str | None
+    key: str | None
+    limit: int | None
+    to: str
+    dry_run: bool
+    yes: bool
+    overwrite: bool
+    checkpoint: str | None
+
+    def __post_init__(self) -> None:
+        from mqadmin.replay.worker import parse_tag_expression
+
+        target = self.target
+        parse_tag_expression(self.tag)
+        if self.limit is not None and self.limit < 1:
+            raise errors.UsageError("--limit must be at least 1")
+        super().__post_init__()
+        if self.engine == "spark" and self.limit is not None:
+            raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
+        if target.is_remote_path and self.engine == "local":
+            raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
+        self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
+
+    @property
+    def target(self) -> Target:
+        from mqadmin.replay.sinks import parse_target
+
+        return parse_target(self.to)
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        return Path(self.checkpoint).expanduser().absolute() if self.checkpoint else None
+
+    @property
+    def queue_ids(self) -> list[int]:
+        return _queue_ids(self.queue)
 
 
 @register
@@ -243,93 +157,39 @@ class RangeReplayCommand(SubCommand):
         SLICE_SIZE,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> RangeReplayResult:
-        from mqadmin.admin import resolve_address
-        from mqadmin.replay.planner import plan_window, select_queues
-        from mqadmin.replay.sinks import parse_target
+    params_type = RangeReplayParams
+
+    def execute(self, ctx: Context, params: RangeReplayParams) -> RangeReplayResult:
         from mqadmin.replay.worker import MessageFilter, parse_tag_expression
 
-        topic: str = params["topic"]
-        begin, end = ctx.time(params["begin"]), ctx.time(params.get("end") or "now")
-        if begin >= end:
-            raise errors.UsageError(
-                f"the window is empty: begin {format_time(begin, ctx.tz)} is not before end {format_time(end, ctx.tz)}"
-            )
-        target = parse_target(params.get("to") or "stdout")
-        tag_expr: str | None = params.get("tag")
-        flt = MessageFilter(begin, end, parse_tag_expression(tag_expr), params.get("key") or None)
-        limit: int | None = params.get("limit")
-        if limit is not None and limit < 1:
-            raise errors.UsageError("--limit must be at least 1")
-        slice_size = int(params["slice_size"] if params.get("slice_size") is not None else DEFAULT_SLICE_SIZE)
-        if slice_size < 1:
-            raise errors.UsageError("--slice-size must be at least 1")
-        engine: str = params.get("engine") or "local"
-        spark_conf = parse_spark_conf(params.get("spark_conf"))
-        if engine == "spark" and limit is not None:
-            raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
-        if target.is_remote_path and engine == "local":
-            raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
-        address = resolve_address(ctx.address)
-        cp_path = Path(params["checkpoint"]).expanduser().absolute() if params.get("checkpoint") else None
-        dry_run = bool(params.get("dry_run"))
-        # what a checkpoint must match: the command line as typed (relative times included: the
-        # plan, with its absolute window, is stored in the checkpoint and reused on resume)
-        args = {
-            "address": address,
-            "topic": topic,
-            "begin": params["begin"],
-            "end": params.get("end") or "now",
-            "tz": str(ctx.tz) if ctx.tz else None,
-            "queue": params.get("queue"),
-            "broker": params.get("broker"),
-            "tag": tag_expr,
-            "key": params.get("key"),
-            "limit": limit,
-            "to": str(target),
-            "engine": engine,
-            "slice_size": slice_size,
-        }
-        checkpoint: Checkpoint | None = None
-        published_now = False
-        if cp_path is not None and not dry_run:
-            from mqadmin.replay.local import Checkpoint
-
-            checkpoint = Checkpoint.load(cp_path, args)
-            if checkpoint is not None and not checkpoint.complete:
-                checkpoint, published_now = _settle_leftovers(ctx, checkpoint, target, bool(params.get("overwrite")))
-        admin = ctx.admin(write=target.is_send and not dry_run)
+        begin, end = _window(ctx, params)
+        target, cp_path = params.target, params.checkpoint_path
+        flt = MessageFilter(begin, end, parse_tag_expression(params.tag), params.key or None)
+        args = _identity(ctx, params)
+        checkpoint, published_now = _open_checkpoint(ctx, params, args)
+        admin = ctx.admin(write=target.is_send and not params.dry_run)
         if checkpoint is not None:
-            plan = checkpoint.plan
-            engine = checkpoint.engine
+            plan, engine_name = checkpoint.plan, checkpoint.engine
             flt = MessageFilter(plan.begin, plan.end, flt.tags, flt.key)
-            ctx.env.note(
-                f"resuming from checkpoint {cp_path}: {len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
-            )
+            done = f"{len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
+            ctx.env.note(f"resuming from checkpoint {cp_path}: {done}")
         else:
-            queues = select_queues(
-                route_of(admin, topic).message_queues(), _csv(params.get("broker")), _queue_ids(params.get("queue"))
-            )
-            plan = plan_window(admin, queues, begin, end, slice_size=slice_size)
-        result = _result(plan, target, engine, dry_run, tag_expr, flt.key, limit, cp_path, ctx.tz)
-        if dry_run:
+            plan, engine_name = _plan(admin, params, begin, end), params.engine
+        result = plan_result(
+            plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
+        )
+        if params.dry_run:
             if plan.total == 0:
                 result.notes.append("No message is stored in this window on the selected queues.")
             return result
         if checkpoint is not None and checkpoint.complete:
-            if published_now:
-                result.notes.append(f"Finished: {target.value} was in place; checkpoint {cp_path} now records it.")
-            else:
-                result.notes.append(f"Nothing to do: checkpoint {cp_path} says this replay finished.")
-            result.written_before = checkpoint.written
-            result.matched_before = sum(s.matched for s in checkpoint.done.values())
-            _apply(result, plan, checkpoint.done, None)
-            result.complete = True
-            return result
+            return _finished(result, plan, checkpoint, published_now, target)
         if checkpoint is None:
-            engine = _choose_engine(ctx, engine, plan, limit, target, address, params.get("spark_master") or "")
-            result.engine = engine
-            _check_output(target, bool(params.get("overwrite")), engine)
+            engine = choose_engine(ctx, params, _work(plan, params.limit))
+            result.engine = engine.name
+            _check_output(target, params.overwrite, engine.name)
+        else:
+            engine = Engine.named(checkpoint.engine, ctx, params)
         _check_send_target(admin, target)
         if plan.total == 0:
             result.notes.append("No message is stored in this window on the selected queues: nothing to replay.")
@@ -339,117 +199,150 @@ class RangeReplayCommand(SubCommand):
         if cp_path is not None and checkpoint is None:
             from mqadmin.replay.local import Checkpoint
 
-            checkpoint = Checkpoint.create(cp_path, args, plan, engine)
+            checkpoint = Checkpoint.create(cp_path, args, plan, engine.name)
         if checkpoint is not None and checkpoint.loaded:
-            result.written_before = checkpoint.written
-            result.matched_before = sum(s.matched for s in checkpoint.done.values())
-        try:
-            outcome = self._run(ctx, admin, plan, flt, target, engine, limit, checkpoint, params, spark_conf, address)
-        except KeyboardInterrupt:
-            ctx.env.note(_resume_hint(cp_path, checkpoint, "interrupted"))
-            raise
-        except errors.MqadminError:
-            if checkpoint is not None:
-                ctx.env.note(_resume_hint(cp_path, checkpoint, "stopped"))
-            raise
-        _apply(result, plan, outcome.stats, outcome)
+            _count_earlier(result, checkpoint)
+        outcome = _run(ctx, admin, plan, flt, engine, params, checkpoint)
+        apply_stats(result, plan, outcome.stats, outcome)
         if outcome.limit_reached:
-            result.notes.append(f"Stopped at --limit {limit}.")
+            result.notes.append(f"Stopped at --limit {params.limit}.")
         result.stdout_used = target.scheme == "stdout" and not result.dry_run
         return result
 
-    def _run(
-        self,
-        ctx: Context,
-        admin: Admin,
-        plan: Plan,
-        flt: MessageFilter,
-        target: Target,
-        engine: str,
-        limit: int | None,
-        checkpoint: Checkpoint | None,
-        params: dict[str, Any],
-        spark_conf: dict[str, str],
-        address: str,
-    ) -> ReplayOutcome:
-        if engine == "spark":
-            from mqadmin.spark.engine import run_replay
 
-            return run_replay(
-                plan,
-                address,
-                flt,
-                target,
-                master=params.get("spark_master") or "local[*]",
-                conf=spark_conf,
-                overwrite=bool(params.get("overwrite")),
-                checkpoint=checkpoint,
-                stdout=ctx.env.stdout,
-                admin=admin,
-                note=ctx.env.note,
-            )
-        from mqadmin.replay.local import run_local
-
-        resume = checkpoint.sink_state if checkpoint is not None else None
-        from mqadmin.replay.sinks import open_sink
-
-        sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
-        stream = ctx.env.stderr if ctx.env.stderr_tty else None
-        return run_local(admin, plan, flt, sink, limit=limit, checkpoint=checkpoint, progress_stream=stream)
+def _window(ctx: Context, params: RangeReplayParams) -> tuple[int, int]:
+    """[begin, end) as epoch ms; an empty window is a usage error."""
+    begin, end = ctx.time(params.begin), ctx.time(params.end)
+    if begin >= end:
+        raise errors.UsageError(
+            f"the window is empty: begin {format_time(begin, ctx.tz)} is not before end {format_time(end, ctx.tz)}"
+        )
+    return begin, end
 
 
-def _result(
-    plan: Plan,
-    target: Target,
-    engine: str,
-    dry_run: bool,
-    tag: str | None,
-    key: str | None,
-    limit: int | None,
-    cp_path: Path | None,
-    tz: tzinfo | None,
+def _identity(ctx: Context, params: RangeReplayParams) -> dict[str, Any]:
+    """What a checkpoint must match: the command line as typed (relative times included: the
+    plan, with its absolute window, is stored in the checkpoint and reused on resume)."""
+    from mqadmin.admin import resolve_address
+
+    return {
+        "address": resolve_address(ctx.address),
+        "topic": params.topic,
+        "begin": params.begin,
+        "end": params.end,
+        "tz": str(ctx.tz) if ctx.tz else None,
+        "queue": params.queue,
+        "broker": params.broker,
+        "tag": params.tag,
+        "key": params.key,
+        "limit": params.limit,
+        "to": str(params.target),
+        "engine": params.engine,
+        "slice_size": params.slice_size,
+    }
+
+
+def _open_checkpoint(ctx: Context, params: RangeReplayParams, args: dict[str, Any]) -> tuple[Checkpoint | None, bool]:
+    """The checkpoint of an earlier run of this command line (None: plan afresh), and whether its
+    output was found published just now."""
+    cp_path = params.checkpoint_path
+    if cp_path is None or params.dry_run:
+        return None, False
+    from mqadmin.replay.local import Checkpoint
+
+    checkpoint = Checkpoint.load(cp_path, args)
+    if checkpoint is None or checkpoint.complete:
+        return checkpoint, False
+    return _settle_leftovers(ctx, checkpoint, params.target, params.overwrite)
+
+
+def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> Plan:
+    from mqadmin.replay.planner import plan_window, select_queues
+
+    queues = select_queues(route_of(admin, params.topic).message_queues(), _csv(params.broker), params.queue_ids)
+    return plan_window(admin, queues, begin, end, slice_size=params.slice_size)
+
+
+def _work(plan: Plan, limit: int | None) -> Work:
+    """The replay as the engine choice weighs it: a --limit never needs Spark."""
+    spark_for = f"a plan of {plan.total} messages"
+    return Work(plan.total, "plan", spark_for, stays_local="--limit is set" if limit is not None else None)
+
+
+def _count_earlier(result: RangeReplayResult, checkpoint: Checkpoint) -> None:
+    """What the earlier runs of a resumed replay wrote and matched, so the summary can tell them apart."""
+    result.written_before = checkpoint.written
+    result.matched_before = sum(s.matched for s in checkpoint.done.values())
+
+
+def _finished(
+    result: RangeReplayResult, plan: Plan, checkpoint: Checkpoint, published_now: bool, target: Target
 ) -> RangeReplayResult:
-    rows = [ReplayQueueRow(r.broker, r.queue_id, r.start, r.end, r.count) for r in plan.ranges]
-    return RangeReplayResult(
-        topic=plan.topic,
-        begin=plan.begin,
-        end=plan.end,
-        to=str(target),
-        engine=engine,
-        dry_run=dry_run,
-        queues=rows,
-        slices=len(plan.slices),
-        tag=tag,
-        key=key,
-        limit=limit,
-        checkpoint=str(cp_path) if cp_path else None,
-        tz=tz,
-    )
+    """A checkpoint that says the replay finished: nothing to run, its totals are the result."""
+    if published_now:
+        result.notes.append(f"Finished: {target.value} was in place; checkpoint {checkpoint.path} now records it.")
+    else:
+        result.notes.append(f"Nothing to do: checkpoint {checkpoint.path} says this replay finished.")
+    _count_earlier(result, checkpoint)
+    apply_stats(result, plan, checkpoint.done, None)
+    result.complete = True
+    return result
 
 
-def _apply(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], outcome: ReplayOutcome | None) -> None:
-    """Per-queue totals from per-slice stats."""
-    rows = {(q.broker, q.queue_id): q for q in result.queues}
-    for q in result.queues:
-        q.matched, q.written = 0, 0
-    total_bytes = 0
-    for s in plan.slices:
-        st = stats.get(s.index)
-        if st is None:
-            continue
-        row = rows[(s.broker, s.queue_id)]
-        row.matched = (row.matched or 0) + st.matched
-        row.written = (row.written or 0) + st.written
-        row.missing += st.missing
-        total_bytes += st.bytes
-    result.bytes = total_bytes
-    missing = sum(q.missing for q in result.queues)
-    if missing:
-        result.notes.append(f"{missing} message(s) of the plan were deleted by retention before they were read.")
-    if outcome is not None:
-        result.complete = outcome.complete
-        result.resumed_slices = outcome.resumed
-        result.elapsed_ms = int(outcome.elapsed * 1000)
+def _run(
+    ctx: Context,
+    admin: Admin,
+    plan: Plan,
+    flt: MessageFilter,
+    engine: Engine,
+    params: RangeReplayParams,
+    checkpoint: Checkpoint | None,
+) -> ReplayOutcome:
+    """The replay on its engine; stopped part-way, it says how to resume."""
+    try:
+        return _run_on(ctx, admin, plan, flt, engine, params, checkpoint)
+    except KeyboardInterrupt:
+        ctx.env.note(_resume_hint(params.checkpoint_path, checkpoint, "interrupted"))
+        raise
+    except errors.MqadminError:
+        if checkpoint is not None:
+            ctx.env.note(_resume_hint(params.checkpoint_path, checkpoint, "stopped"))
+        raise
+
+
+def _run_on(
+    ctx: Context,
+    admin: Admin,
+    plan: Plan,
+    flt: MessageFilter,
+    engine: Engine,
+    params: RangeReplayParams,
+    checkpoint: Checkpoint | None,
+) -> ReplayOutcome:
+    target = params.target
+    if engine.name == "spark":
+        from mqadmin.spark.engine import run_replay
+
+        return run_replay(
+            plan,
+            engine.address,
+            flt,
+            target,
+            master=engine.master,
+            conf=engine.conf,
+            overwrite=params.overwrite,
+            checkpoint=checkpoint,
+            stdout=ctx.env.stdout,
+            admin=admin,
+            note=ctx.env.note,
+        )
+    from mqadmin.replay.local import run_local
+    from mqadmin.replay.sinks import open_sink
+
+    resume = checkpoint.sink_state if checkpoint is not None else None
+    sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
+    stream = ctx.env.stderr if ctx.env.stderr_tty else None
+    return run_local(admin, plan, flt, sink, limit=params.limit, checkpoint=checkpoint, progress_stream=stream)
 
 
 def _settle_leftovers(
@@ -510,37 +403,6 @@ def _check_send_target(admin: Admin, target: Target) -> None:
             raise errors.UsageError(
                 f"unknown consumer group {target.value!r}: it has no retry topic on any broker"
             ) from None
-
-
-def _choose_engine(
-    ctx: Context, engine: str, plan: Plan, limit: int | None, target: Target, address: str, master: str
-) -> str:
-    """--engine spark must be able to run (else one line, exit 2); auto picks Spark only for big
-    plans on enough cores, and says why it chose what it chose."""
-    if engine == "local":
-        return "local"
-    if engine == "spark":
-        require_spark(address, master)
-        return "spark"
-    reason = spark_unavailable()
-    why: str | None = None
-    if limit is not None:
-        why = "--limit is set"
-    elif plan.total < SPARK_AUTO_THRESHOLD:
-        why = f"the plan ({plan.total} messages) is below the Spark threshold of {SPARK_AUTO_THRESHOLD}"
-    elif reason:
-        why = reason
-    else:
-        from mqadmin.spark import local_cores
-
-        cores = local_cores(master)
-        if cores is not None and cores < SPARK_MIN_LOCAL_CORES:
-            why = f"Spark {master} has {cores} core(s); it beats the local engine only from {SPARK_MIN_LOCAL_CORES}"
-    if why is not None:
-        ctx.env.note(f"engine auto: local, because {why}")
-        return "local"
-    ctx.env.note(f"engine auto: spark ({master}), for a plan of {plan.total} messages")
-    return "spark"
 
 
 def _confirm(ctx: Context, target: Target, plan: Plan) -> bool:

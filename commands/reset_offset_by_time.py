@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import (
-    check_clients_stopped,
     fan_out,
     group_offsets,
-    has_broker,
-    local_notes,
     open_admin,
     refuse_offline_write,
     route_of,
 )
+from mqadmin.commands._landing import check_landing, require_offline
+from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import (
     BACKUP,
     DRY_RUN,
@@ -27,15 +26,8 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._reset import (
-    EXPORT,
-    NO_WAIT,
-    PlanRow,
-    ResetResult,
-    current_rows,
-    execute_local_plan,
-    execute_plan,
-)
+from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -57,6 +49,34 @@ def parse_bool(text: str, flag: str) -> bool:
     if value == "false":
         return False
     raise errors.UsageError(f"{flag} takes true or false, not {text!r}")
+
+
+@dataclass(frozen=True)
+class ResetOffsetByTimeParams:
+    """resetOffsetByTime's options (the defaults are the Opt declarations')."""
+
+    group: str
+    topic: str | None
+    all_topics: bool
+    include_retry: bool
+    timestamp: str | None
+    force: str
+    broker: str | None
+    queue: int | None
+    offset: int | None
+    cplus: bool
+    exact: bool
+    to_earliest: bool
+    to_latest: bool
+    shift_by: int | None
+    to_offset: int | None
+    no_wait: bool
+    export: str | None
+    dry_run: bool
+    yes: bool
+    backup: str | None
+    local_store: str | None
+    while_running: bool
 
 
 @register
@@ -176,16 +196,17 @@ class ResetOffsetByTimeCommand(SubCommand):
         WHILE_RUNNING,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        group: str = params["group"]
+    params_type = ResetOffsetByTimeParams
+
+    def execute(self, ctx: Context, params: ResetOffsetByTimeParams) -> ResetResult:
+        group: str = params.group
         topics = _topics(ctx, params, group)
-        topic = ",".join(topics)
-        force = parse_bool(params.get("force") or "true", "-f/--force")
-        broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
+        force = parse_bool(params.force, "-f/--force")
         kafka = _kafka_target(params)
         if kafka is not None:
             return _kafka(ctx, params, group, topics, force, kafka)
-        if params.get("timestamp") is None and offset_opt is None:
+        broker_opt, queue_opt, offset_opt = params.broker, params.queue, params.offset
+        if params.timestamp is None and offset_opt is None:
             raise errors.UsageError(
                 "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
             )
@@ -193,72 +214,76 @@ class ResetOffsetByTimeCommand(SubCommand):
             raise errors.UsageError("-q/--queue needs -b/--broker")
         if offset_opt is not None and queue_opt is None:
             raise errors.UsageError("-o/--offset needs -b/--broker and -q/--queue")
-        ts = ctx.time(params["timestamp"]) if params.get("timestamp") is not None else None
+        ts = ctx.time(params.timestamp) if params.timestamp is not None else None
         if ts is not None and ts > ctx.now:
             ctx.env.warn(f"{format_time(ts, ctx.tz)} is in the future: every queue lands on its max offset")
         if len(topics) > 1:
             for dest, flag in (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
-                if params.get(dest) not in (None, False):
-                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({topic})")
-        if params.get("local_store"):
-            if params.get("export"):
+                if getattr(params, dest) not in (None, False):
+                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({','.join(topics)})")
+        if params.local_store:
+            if params.export:
                 raise errors.UsageError("--export writes a broker plan: not with --local-store")
-            return _local(ctx, params, group, topic, ts, force)
-        if not params.get("dry_run") and not params.get("export"):
+            return _local(ctx, params, group, topics[0], ts, force)
+        if not params.dry_run and not params.export:
             refuse_offline_write(ctx, "resetOffsetByTime")
+        return _on_brokers(ctx, params, group, topics, ts, force)
 
-        admin = open_admin(ctx)
-        rows = _current(admin, group, topics, broker_opt, queue_opt)
+
+def _on_brokers(
+    ctx: Context, params: ResetOffsetByTimeParams, group: str, topics: list[str], ts: int | None, force: bool
+) -> ResetResult:
+    """-s (each queue where the time lands) or -b -q -o (one queue, one offset) on the brokers."""
+    topic = ",".join(topics)
+    offset_opt = params.offset
+    admin = open_admin(ctx)
+    rows = _current(admin, group, topics, params.broker, params.queue)
+    if offset_opt is not None:
+        row = rows[0]
+        assert row.min_offset is not None and row.max_offset is not None  # rows from a broker have both
+        if not row.min_offset <= offset_opt <= row.max_offset:
+            raise errors.UsageError(
+                f"-o {offset_opt} is outside queue {row.queue_id} of {row.broker}: [{row.min_offset}, {row.max_offset}]"
+            )
+
+    def target(r: PlanRow) -> int:
         if offset_opt is not None:
-            row = rows[0]
-            if not row.min_offset <= offset_opt <= row.max_offset:
-                raise errors.UsageError(
-                    f"-o {offset_opt} is outside queue {row.queue_id} of {row.broker}: "
-                    f"[{row.min_offset}, {row.max_offset}]"
-                )
+            return int(offset_opt)
+        assert ts is not None
+        if ts >= ctx.now and r.max_offset is not None:
+            return r.max_offset
+        return int(admin.search_offset(MessageQueue(r.topic, r.broker, r.queue_id), ts))
 
-        def target(r: PlanRow) -> int:
-            if offset_opt is not None:
-                return int(offset_opt)
-            assert ts is not None
-            if ts >= ctx.now and r.max_offset is not None:
-                return r.max_offset
-            return int(admin.search_offset(MessageQueue(r.topic, r.broker, r.queue_id), ts))
-
-        targets = fan_out(target, rows)
-        adjusted = False
-        if ts is not None and offset_opt is None and ts < ctx.now:
-            adjusted = _check_landing(admin, topic, rows, targets, ts, bool(params.get("exact")), ctx.env.warn)
-        for r, new in zip(rows, targets, strict=True):
-            old = new if r.old_offset is None else r.old_offset
-            r.target = new
-            r.new_offset = new if force or new < old else old
-        if adjusted and not params.get("dry_run") and not params.get("export"):
-            _require_offline(admin, group)
-        # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
-        result = ResetResult(
-            group,
-            topic,
-            ts if offset_opt is None else None,
-            bool(params.get("dry_run")),
-            rows,
-            tz=ctx.tz,
-            force=force,
-            timestamp_text=params.get("timestamp"),
-        )
-        # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
-        reset_ts = None if ts is None else (-1 if ts >= ctx.now else ts)
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=reset_ts,
-            force=force,
-            backup_path=params.get("backup"),
-            explicit=offset_opt is not None or adjusted,
-            cplus=True if params.get("cplus") else None,
-            no_wait=bool(params.get("no_wait")),
-            export=params.get("export"),
-        )
+    targets = fan_out(target, rows)
+    adjusted = False
+    if ts is not None and offset_opt is None and ts < ctx.now:
+        adjusted = check_landing(admin, topic, rows, targets, ts, params.exact, ctx.env.warn)
+    for r, new in zip(rows, targets, strict=True):
+        old = new if r.old_offset is None else r.old_offset
+        r.target = new
+        r.new_offset = new if force or new < old else old
+    if adjusted and not params.dry_run and not params.export:
+        require_offline(admin, group)
+    # -o decides the offset: a time given beside it decides nothing, so it is not echoed.
+    result = ResetResult(
+        group,
+        topic,
+        ts if offset_opt is None else None,
+        params.dry_run,
+        rows,
+        tz=ctx.tz,
+        force=force,
+        timestamp_text=params.timestamp,
+    )
+    # The broker reads -1 as "max offset"; "now" and future times mean exactly that.
+    source = BrokerOffsets(
+        reset_ts=None if ts is None else (-1 if ts >= ctx.now else ts),
+        force=force,
+        explicit=offset_opt is not None or adjusted,
+        cplus=True if params.cplus else None,
+        no_wait=params.no_wait,
+    )
+    return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
 
 
 KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shift_by": "--shift-by"} | {
@@ -266,19 +291,19 @@ KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shif
 }
 
 
-def _topics(ctx: Context, params: dict[str, Any], group: str) -> list[str]:
+def _topics(ctx: Context, params: ResetOffsetByTimeParams, group: str) -> list[str]:
     """-t (one, or several as A,B) or --all-topics: the topics the group has offsets for."""
-    given = params.get("topic")
-    if params.get("include_retry") and not params.get("all_topics"):
+    given = params.topic
+    if params.include_retry and not params.all_topics:
         raise errors.UsageError("--include-retry goes with --all-topics (or name the %RETRY% topic with -t)")
-    if params.get("all_topics"):
+    if params.all_topics:
         if given:
             raise errors.UsageError("-t and --all-topics both choose the topics: give one")
-        if params.get("local_store"):
+        if params.local_store:
             raise errors.UsageError("--all-topics reads the group's topics from the brokers: not with --local-store")
         admin = open_admin(ctx)
         found = sorted({mq.topic for mq in group_offsets(admin, group)})
-        found = [t for t in found if params.get("include_retry") or not t.startswith(RETRY_PREFIX)]
+        found = [t for t in found if params.include_retry or not t.startswith(RETRY_PREFIX)]
         if not found:
             raise errors.UsageError(f"group {group!r} has offsets only on its %RETRY% topic: --include-retry adds it")
         return found
@@ -297,33 +322,42 @@ def _current(admin: Admin, group: str, topics: list[str], broker: str | None, qu
     return current_rows(admin, queues, current)
 
 
-def _kafka_target(params: dict[str, Any]) -> tuple[str, int | None] | None:
+def _kafka_target(params: ResetOffsetByTimeParams) -> tuple[str, int | None] | None:
     """The one kafka-style target given (flag, N), None without one; refuses mixing it with -s/-o
     or another target."""
-    given = [(flag, params.get(dest)) for dest, flag in KAFKA_FLAGS.items() if params.get(dest) not in (None, False)]
+    given = [
+        (flag, getattr(params, dest))
+        for dest, flag in KAFKA_FLAGS.items()
+        if getattr(params, dest) not in (None, False)
+    ]
     if not given:
         return None
     if len(given) > 1:
         raise errors.UsageError(f"{given[0][0]} and {given[1][0]} both choose the target: give one")
     flag, value = given[0][0], given[0][1]
     for dest, letter in (("timestamp", "-s"), ("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
-        if params.get(dest) not in (None, False):
+        if getattr(params, dest) not in (None, False):
             raise errors.UsageError(f"{flag} chooses the target itself: drop {letter}")
     return flag, (int(value) if isinstance(value, int) and not isinstance(value, bool) else None)
 
 
 def _kafka(
-    ctx: Context, params: dict[str, Any], group: str, topics: list[str], force: bool, kafka: tuple[str, int | None]
+    ctx: Context,
+    params: ResetOffsetByTimeParams,
+    group: str,
+    topics: list[str],
+    force: bool,
+    kafka: tuple[str, int | None],
 ) -> ResetResult:
     """--to-earliest / --to-latest / --shift-by N / --to-offset N on every selected queue: exact
     targets, planned, backed up and applied like any reset (a restore's path: written per queue)."""
     flag, n = kafka
-    if params.get("queue") is not None and params.get("broker") is None:
+    if params.queue is not None and params.broker is None:
         raise errors.UsageError("-q/--queue needs -b/--broker")
-    if not params.get("dry_run") and not params.get("export"):
+    if not params.dry_run and not params.export:
         refuse_offline_write(ctx, "resetOffsetByTime")
     admin = open_admin(ctx)
-    rows = _current(admin, group, topics, params.get("broker"), params.get("queue"))
+    rows = _current(admin, group, topics, params.broker, params.queue)
     clamped = []
     for r in rows:
         lo, hi, old = r.min_offset or 0, r.max_offset or 0, r.old_offset or 0
@@ -339,7 +373,7 @@ def _kafka(
         group,
         ",".join(topics),
         None,
-        bool(params.get("dry_run")),
+        params.dry_run,
         rows,
         tz=ctx.tz,
         force=force,
@@ -349,98 +383,8 @@ def _kafka(
         line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
         result.notes.append(line)
         ctx.env.warn(line)
-    return execute_plan(
-        ctx,
-        result,
-        reset_ts=None,
-        force=force,
-        backup_path=params.get("backup"),
-        explicit=True,
-        no_wait=bool(params.get("no_wait")),
-        export=params.get("export"),
-    )
-
-
-#: --exact reads forward from the nearest message at most this many messages
-EXACT_SCAN_LIMIT = 256
-
-
-def _check_landing(
-    admin: Admin,
-    topic: str,
-    rows: list[PlanRow],
-    targets: list[int],
-    ts: int,
-    exact: bool,
-    warn: Callable[[str], None],
-) -> bool:
-    """Mark queues whose time search landed on a message stored before ``ts`` (brokers that search
-    for the nearest message: 4.x, 5.0-5.1.0); with ``exact`` move them to the first message at or
-    after ``ts`` (updating ``targets``). Returns whether any target moved. An account that may not
-    read messages (ACL) gets the plan without the marks and one line saying so; --exact needs them."""
-    from mqadmin.protocol.versions import lower_boundary_search
-
-    nearest = {b.broker_name for b in admin.cluster_brokers() if not lower_boundary_search(b.version)}
-
-    refused: list[str] = []
-
-    def check(i: int) -> int | None:
-        try:
-            return landing(i)
-        except errors.BrokerError as exc:
-            if exact or not exc.permission_denied:
-                raise
-            refused.append(str(exc))
-            return None
-
-    def landing(i: int) -> int | None:
-        r, t = rows[i], targets[i]
-        if r.broker not in nearest or r.max_offset is None or not (r.min_offset or 0) <= t < r.max_offset:
-            return None
-        mq = MessageQueue(r.topic, r.broker, r.queue_id)
-        offset, seen = t, 0
-        while offset < r.max_offset and seen < EXACT_SCAN_LIMIT:
-            got = [m for m in admin.pull(mq, offset, 32).messages if m.queue_offset >= offset]
-            if not got:
-                break
-            for m in got:
-                if m.queue_offset == t and m.store_timestamp >= ts:
-                    return None  # lands at or after the time: nothing to say
-                if m.queue_offset == t:
-                    r.lands_before_ms = ts - m.store_timestamp
-                    if not exact:
-                        return None
-                if m.store_timestamp >= ts:
-                    return m.queue_offset
-            seen += len(got)
-            offset = got[-1].queue_offset + 1
-        return r.max_offset if exact and offset >= r.max_offset else None
-
-    moved = False
-    news = fan_out(check, list(range(len(rows))))
-    if refused:
-        warn(
-            f"cannot read the messages at the planned offsets ({refused[0]}): queues whose time search landed before the time are not marked"
-        )
-    for i, new in enumerate(news):
-        if new is not None and new != targets[i]:
-            rows[i].exact_from, targets[i] = targets[i], new
-            moved = True
-    return moved
-
-
-def _require_offline(admin: Admin, group: str) -> None:
-    """--exact offsets are written directly: a 4.x broker's pushed reset carries only a time,
-    and online consumers would commit their own offsets over a direct write."""
-    try:
-        online = admin.consumer_connections(group).connections
-    except errors.BrokerError:
-        return
-    if online:
-        raise errors.UsageError(
-            f"--exact writes offsets directly, and group {group} has {len(online)} consumer(s) online that would "
-            "commit over them (a 4.x broker's pushed reset carries only a time): stop them first, or drop --exact"
-        )
+    source = BrokerOffsets(force=force, no_wait=params.no_wait)
+    return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
 
 
 def _select(route: TopicRoute, broker: str | None, queue: int | None) -> list[MessageQueue]:
@@ -463,59 +407,64 @@ def _select(route: TopicRoute, broker: str | None, queue: int | None) -> list[Me
     return queues
 
 
-def _local(ctx: Context, params: dict[str, Any], group: str, topic: str, ts: int | None, force: bool) -> ResetResult:
+def _local(
+    ctx: Context, params: ResetOffsetByTimeParams, group: str, topic: str, ts: int | None, force: bool
+) -> ResetResult:
     """Reset the offsets in broadcast clients' files: the broker (-n) only answers min/max and
     the time search; each client's file is rewritten the client's way."""
-    from mqadmin.localstore import find_offset_files
-
-    local_path = str(params["local_store"])
-    files = find_offset_files(Path(local_path), group)
-    local_notes(ctx, files)
-    broken = [f for f in files if f.broken]
-    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
-    if ts is not None and admin is None:
-        raise errors.UsageError("-s needs -n: the time search comes from the broker (or store:///its/store)")
-    broker_opt, queue_opt, offset_opt = params.get("broker"), params.get("queue"), params.get("offset")
-    if admin is not None:
-        queues = _select(route_of(admin, topic), broker_opt, queue_opt)
+    source = LocalOffsets.open(ctx, str(params.local_store), group)
+    if ts is not None:
+        source.need_broker("-s")
+    broker_opt, queue_opt, offset_opt = params.broker, params.queue, params.offset
+    if source.admin is not None:
+        queues = _select(route_of(source.admin, topic), broker_opt, queue_opt)
     else:
-        queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})
+        queues = source.file_queues(topic)
         if broker_opt is not None:
             queues = [mq for mq in queues if mq.broker_name == broker_opt]
             if queue_opt is not None:
                 queues = [MessageQueue(topic, broker_opt, int(queue_opt))]
         if not queues:
-            raise errors.UsageError(f"the offsets files under {local_path} have no queue of topic {topic!r}")
-    if not params.get("dry_run"):
-        check_clients_stopped(ctx, admin, group, bool(params.get("while_running")))
+            raise errors.UsageError(f"the offsets files under {source.path} have no queue of topic {topic!r}")
+    if not params.dry_run:
+        source.check_stopped(ctx, group, params.while_running)
+        broken = [f for f in source.files if f.broken]
         if broken:
             ctx.env.warn(
                 "rewriting files the client cannot load: " + ", ".join(f"{f.client} ({f.path})" for f in broken)
             )
+    rows = _local_rows(ctx, source, queues, ts, offset_opt, force)
+    result = ResetResult(group, topic, ts, params.dry_run, rows, tz=ctx.tz)
+    return run_plan(ctx, result, source, backup_path=params.backup)
+
+
+def _local_rows(
+    ctx: Context, source: LocalOffsets, queues: list[MessageQueue], ts: int | None, offset: int | None, force: bool
+) -> list[PlanRow]:
+    """One row per client and queue: the queue's bounds and target from the broker (-n), the
+    old offset from the client's file; without -n, -o is the target as given."""
+    admin = source.admin
 
     def bounds(mq: MessageQueue) -> tuple[int | None, int | None, int | None]:
         if admin is None:
             return None, None, None
         lo, hi = admin.min_offset(mq), admin.max_offset(mq)
-        if offset_opt is not None:
-            if not lo <= offset_opt <= hi:
-                raise errors.UsageError(
-                    f"-o {offset_opt} is outside queue {mq.queue_id} of {mq.broker_name}: [{lo}, {hi}]"
-                )
-            return lo, hi, int(offset_opt)
+        if offset is not None:
+            if not lo <= offset <= hi:
+                raise errors.UsageError(f"-o {offset} is outside queue {mq.queue_id} of {mq.broker_name}: [{lo}, {hi}]")
+            return lo, hi, int(offset)
         assert ts is not None
         return lo, hi, (hi if ts >= ctx.now else int(admin.search_offset(mq, ts)))
 
     targets = dict(zip(queues, fan_out(bounds, queues), strict=True))
     rows = []
-    for f in files:
+    for f in source.files:
         for mq in queues:
             lo, hi, new = targets[mq]
             if new is None:
-                new = int(offset_opt) if offset_opt is not None else 0
+                new = int(offset) if offset is not None else 0
             old = f.offsets.get(mq)
             if not force and old is not None and new > old:
                 new = old
             rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, new, client=f.client))
-    result = ResetResult(group, topic, ts, bool(params.get("dry_run")), rows, tz=ctx.tz, local_files=files)
-    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)
+    return rows

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import (
-    check_clients_stopped,
     fan_out,
     group_offsets,
     has_broker,
-    local_notes,
     open_admin,
     refuse_offline_write,
     route_of,
 )
+from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
-from mqadmin.commands._reset import NO_WAIT, PlanRow, ResetResult, current_rows, execute_local_plan, execute_plan
+from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._reset import NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -44,6 +46,23 @@ OTHER_CLUSTER = Opt(
     kind=bool,
     default=False,
 )
+
+
+@dataclass(frozen=True)
+class RestoreOffsetParams:
+    """restoreOffset's options (the defaults are the Opt declarations')."""
+
+    from_: str
+    group: str | None
+    topic: str | None
+    clamp: bool
+    other_cluster: bool
+    no_wait: bool
+    dry_run: bool
+    yes: bool
+    backup: str | None
+    local_store: str | None
+    while_running: bool
 
 
 @register
@@ -81,11 +100,13 @@ class RestoreOffsetCommand(SubCommand):
         WHILE_RUNNING,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        path = str(params["from_"])
+    params_type = RestoreOffsetParams
+
+    def execute(self, ctx: Context, params: RestoreOffsetParams) -> ResetResult:
+        path = str(params.from_)
         plan = is_plan_csv(Path(path))
-        backup = read_plan_csv(Path(path), params.get("group")) if plan else OffsetBackup.read(path)
-        for opt, value, have in (("-g", params.get("group"), backup.group), ("-t", params.get("topic"), backup.topic)):
+        backup = read_plan_csv(Path(path), params.group) if plan else OffsetBackup.read(path)
+        for opt, value, have in (("-g", params.group, backup.group), ("-t", params.topic, backup.topic)):
             if value is not None and value != have:
                 raise errors.UsageError(
                     f"backup {path} is for group {backup.group!r} on topic {backup.topic!r}, not {opt} {value!r}"
@@ -93,15 +114,13 @@ class RestoreOffsetCommand(SubCommand):
         from mqadmin.localstore import backup_rows
 
         rows_with_clients = [] if plan else [r for r in backup_rows(Path(path)) if r.get("client")]
-        if params.get("local_store"):
+        if params.local_store:
             return _local(ctx, params, backup, rows_with_clients)
         if rows_with_clients:
             raise errors.UsageError(
                 f"backup {path} holds broadcast clients' local offsets ({backup.address}): "
                 "restore it with --local-store PATH"
             )
-        if plan and params.get("local_store"):
-            raise errors.UsageError(f"{path} is a plan for brokers (CSV): not with --local-store")
         if not has_broker(ctx):
             if plan:
                 raise errors.UsageError(f"{path} is a plan (CSV), which records no broker address: give one with -n")
@@ -109,65 +128,56 @@ class RestoreOffsetCommand(SubCommand):
                 raise errors.UsageError(f"backup {path} records no broker address: give one with -n")
             ctx.address = backup.address
             ctx.env.note(f"restoring to {backup.address}, the address recorded in the backup")
-        if not params.get("dry_run"):
+        if not params.dry_run:
             refuse_offline_write(ctx, "restoreOffset")
         admin = open_admin(ctx)
-        _check_cluster(ctx, admin, backup, path, bool(params.get("other_cluster")), bool(params.get("dry_run")))
-        wanted = {
-            MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"]
-            for o in backup.offsets
-        }
-        current: dict[MessageQueue, int] = {}
-        for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
-            known = set(route_of(admin, topic).message_queues())
-            missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
-            if missing:
-                raise errors.UsageError(
-                    f"backup names queues topic {topic} does not have on {admin.address}: "
-                    f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
-                )
-            try:
-                current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
-            except errors.UsageError:
-                if backup.group not in admin.list_groups():
-                    raise errors.UsageError(
-                        f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
-                        f"{topic} and no subscription; nothing was changed"
-                    ) from None
-        rows = current_rows(admin, sorted(wanted), current)
-        outside = []
-        for r in rows:
-            r.new_offset = wanted[MessageQueue(r.topic, r.broker, r.queue_id)]
-            lo, hi = r.min_offset, r.max_offset
-            if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
-                outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
-                if params.get("clamp"):
-                    r.new_offset = min(max(r.new_offset, lo), hi)
-        if outside and not params.get("clamp"):
+        _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
+        rows = _broker_rows(ctx, admin, backup, params.clamp)
+        result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
+        source = BrokerOffsets(no_wait=params.no_wait)
+        return run_plan(ctx, result, source, backup_path=params.backup)
+
+
+def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) -> list[PlanRow]:
+    """The backup's queues with their offsets now and the backup's as targets; refused whole when
+    a queue is gone, the group unknown, or an offset outside today's [min, max] without --clamp."""
+    wanted = {
+        MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets
+    }
+    current: dict[MessageQueue, int] = {}
+    for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
+        known = set(route_of(admin, topic).message_queues())
+        missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
+        if missing:
             raise errors.UsageError(
-                f"backup offsets lie outside today's [min, max] ({'; '.join(outside)}): retention may have deleted "
-                "the messages; --clamp moves them to the nearest bound; nothing was changed"
+                f"backup names queues topic {topic} does not have on {admin.address}: "
+                f"{', '.join(f'{mq.broker_name} queue {mq.queue_id}' for mq in missing)}; nothing was changed"
             )
-        for line in outside:
-            ctx.env.warn(f"clamped {line}")
-        result = ResetResult(
-            backup.group,
-            backup.topic,
-            None,
-            bool(params.get("dry_run")),
-            rows,
-            restored_from=path,
-            tz=ctx.tz,
+        try:
+            current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
+        except errors.UsageError:
+            if backup.group not in admin.list_groups():
+                raise errors.UsageError(
+                    f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
+                    f"{topic} and no subscription; nothing was changed"
+                ) from None
+    rows = current_rows(admin, sorted(wanted), current)
+    outside = []
+    for r in rows:
+        r.new_offset = wanted[MessageQueue(r.topic, r.broker, r.queue_id)]
+        lo, hi = r.min_offset, r.max_offset
+        if lo is not None and hi is not None and not lo <= r.new_offset <= hi:
+            outside.append(f"{r.broker} queue {r.queue_id}: {r.new_offset} not in [{lo}, {hi}]")
+            if clamp:
+                r.new_offset = min(max(r.new_offset, lo), hi)
+    if outside and not clamp:
+        raise errors.UsageError(
+            f"backup offsets lie outside today's [min, max] ({'; '.join(outside)}): retention may have deleted "
+            "the messages; --clamp moves them to the nearest bound; nothing was changed"
         )
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=None,
-            force=True,
-            backup_path=params.get("backup"),
-            explicit=True,
-            no_wait=bool(params.get("no_wait")),
-        )
+    for line in outside:
+        ctx.env.warn(f"clamped {line}")
+    return rows
 
 
 def is_plan_csv(path: Path) -> bool:
@@ -210,26 +220,15 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     seen: set[tuple[str, str, int]] = set()
     for n, raw in enumerate(reader, start=2):
         row = {str(k).strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-        where = f"plan file {path} line {n}"
-        if any(not row.get(c) for c in need):
-            raise errors.UsageError(
-                f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed"
-            )
-        try:
-            queue, offset = int(row["queue"]), int(row["offset"])
-        except ValueError:
-            raise errors.UsageError(
-                f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; "
-                "nothing was changed"
-            ) from None
-        if queue < 0 or offset < 0:
-            raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
-        key = (row["topic"], row["broker"], queue)
+        o = _plan_row(row, need, f"plan file {path} line {n}")
+        key = (o["topic"], o["broker"], o["queue_id"])
         if key in seen:
-            raise errors.UsageError(f"{where}: {key[0]} {key[1]} queue {queue} is named twice; nothing was changed")
+            raise errors.UsageError(
+                f"plan file {path} line {n}: {key[0]} {key[1]} queue {key[2]} is named twice; nothing was changed"
+            )
         seen.add(key)
         groups.add(row.get("group") or str(group))
-        offsets.append({"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset})
+        offsets.append(o)
     if not offsets:
         raise errors.UsageError(f"plan file {path} has no rows; nothing was changed")
     if group is not None:
@@ -245,6 +244,22 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     return OffsetBackup(
         group=groups.pop(), topic=",".join(topics), address="", taken_at=0, reason="plan file", offsets=offsets
     )
+
+
+def _plan_row(row: dict[str, str], need: list[str], where: str) -> dict[str, Any]:
+    """One plan row as a backup's offset row, refused unless every needed cell is there and the
+    queue and offset are integers >= 0."""
+    if any(not row.get(c) for c in need):
+        raise errors.UsageError(f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed")
+    try:
+        queue, offset = int(row["queue"]), int(row["offset"])
+    except ValueError:
+        raise errors.UsageError(
+            f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; nothing was changed"
+        ) from None
+    if queue < 0 or offset < 0:
+        raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
+    return {"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset}
 
 
 def _addresses(address: str) -> set[str]:
@@ -277,48 +292,31 @@ def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, 
 
 
 def _local(
-    ctx: Context, params: dict[str, Any], backup: OffsetBackup, client_rows: list[dict[str, Any]]
+    ctx: Context, params: RestoreOffsetParams, backup: OffsetBackup, client_rows: list[dict[str, Any]]
 ) -> ResetResult:
     """Put clients' local offsets back. A local backup names each row's client (matched by file,
     then by client name); a broker backup is applied to every client of the group found."""
-    from mqadmin.localstore import find_offset_files
-
-    local_path = str(params["local_store"])
-    files = find_offset_files(Path(local_path), backup.group)
-    local_notes(ctx, files)
-    admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
-    by_path = {str(f.path.resolve()): f for f in files}
-    by_client = {f.client: f for f in files}
-    wanted: dict[tuple[str, MessageQueue], int] = {}
-    if client_rows:
-        for r in client_rows:
-            f = by_path.get(str(Path(str(r.get("file", ""))).resolve())) or by_client.get(str(r["client"]))
-            if f is None:
-                raise errors.UsageError(
-                    f"the backup names client {r['client']!r} ({r.get('file')}), which {local_path} does not have"
-                )
-            wanted[(f.client, MessageQueue(backup.topic, str(r["broker"]), int(r["queue_id"])))] = int(r["offset"])
-    else:
-        for f in files:
-            for o in backup.offsets:
-                wanted[(f.client, MessageQueue(backup.topic, o["broker"], o["queue_id"]))] = int(o["offset"])
+    source = LocalOffsets.open(ctx, str(params.local_store), backup.group)
+    wanted = _local_targets(source, backup, client_rows)
     queues = sorted({mq for _, mq in wanted})
-    if admin is not None:
-        known = set(route_of(admin, backup.topic).message_queues())
+    if source.admin is not None:
+        known = set(route_of(source.admin, backup.topic).message_queues())
         missing = sorted(set(queues) - known)
         if missing:
             raise errors.UsageError(f"backup names queues the topic no longer has: {', '.join(map(str, missing))}")
-    if not params.get("dry_run"):
-        check_clients_stopped(ctx, admin, backup.group, bool(params.get("while_running")))
+    if not params.dry_run:
+        source.check_stopped(ctx, backup.group, params.while_running)
+    admin = source.admin
 
     def bounds(mq: MessageQueue) -> tuple[int | None, int | None]:
         return (None, None) if admin is None else (admin.min_offset(mq), admin.max_offset(mq))
 
     limits = dict(zip(queues, fan_out(bounds, queues), strict=True))
+    files = source.by_client()
     rows = []
     for (client, mq), offset in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         lo, hi = limits[mq]
-        rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, by_client[client].offsets.get(mq), offset, client))
+        rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, files[client].offsets.get(mq), offset, client))
         if lo is not None and offset < lo:
             ctx.env.warn(
                 f"{client}: {mq.broker_name} queue {mq.queue_id}: backup offset {offset} is below the min offset {lo} "
@@ -328,10 +326,32 @@ def _local(
         backup.group,
         backup.topic,
         None,
-        bool(params.get("dry_run")),
+        params.dry_run,
         rows,
-        restored_from=str(params["from_"]),
+        restored_from=str(params.from_),
         tz=ctx.tz,
-        local_files=files,
     )
-    return execute_local_plan(ctx, result, backup_path=params.get("backup"), local_path=local_path)
+    return run_plan(ctx, result, source, backup_path=params.backup)
+
+
+def _local_targets(
+    source: LocalOffsets, backup: OffsetBackup, client_rows: list[dict[str, Any]]
+) -> dict[tuple[str, MessageQueue], int]:
+    """(client, queue) -> the offset to put back: a local backup's rows matched to the clients
+    found (by file, then by client name); a broker backup's for every client."""
+    by_path = {str(f.path.resolve()): f for f in source.files}
+    by_client = source.by_client()
+    wanted: dict[tuple[str, MessageQueue], int] = {}
+    if not client_rows:
+        for f in source.files:
+            for o in backup.offsets:
+                wanted[(f.client, MessageQueue(backup.topic, o["broker"], o["queue_id"]))] = int(o["offset"])
+        return wanted
+    for r in client_rows:
+        found = by_path.get(str(Path(str(r.get("file", ""))).resolve())) or by_client.get(str(r["client"]))
+        if found is None:
+            raise errors.UsageError(
+                f"the backup names client {r['client']!r} ({r.get('file')}), which {source.path} does not have"
+            )
+        wanted[(found.client, MessageQueue(backup.topic, str(r["broker"]), int(r["queue_id"])))] = int(r["offset"])
+    return wanted

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
+from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, required
-from mqadmin.commands._reset import EXPORT, NO_WAIT, ResetResult, current_rows, execute_plan
+from mqadmin.commands._plan import ResetResult
+from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 from mqadmin.commands.reset_offset_by_time import parse_bool
 
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
+
+
+@dataclass(frozen=True)
+class SkipAccumulatedMessageParams:
+    """skipAccumulatedMessage's options (the defaults are the Opt declarations')."""
+
+    group: str
+    topic: str
+    force: str
+    no_wait: bool
+    export: str | None
+    dry_run: bool
+    yes: bool
+    backup: str | None
 
 
 @register
@@ -44,11 +60,13 @@ class SkipAccumulatedMessageCommand(SubCommand):
         BACKUP,
     )
 
-    def execute(self, ctx: Context, **params: Any) -> ResetResult:
-        group: str = params["group"]
-        topic: str = params["topic"]
-        force = parse_bool(params.get("force") or "true", "-f/--force")
-        if not params.get("dry_run") and not params.get("export"):
+    params_type = SkipAccumulatedMessageParams
+
+    def execute(self, ctx: Context, params: SkipAccumulatedMessageParams) -> ResetResult:
+        group: str = params.group
+        topic: str = params.topic
+        force = parse_bool(params.force, "-f/--force")
+        if not params.dry_run and not params.export:
             refuse_offline_write(ctx, self.name)
         admin = open_admin(ctx)
         queues = route_of(admin, topic).message_queues()
@@ -62,20 +80,12 @@ class SkipAccumulatedMessageCommand(SubCommand):
             group,
             topic,
             None,
-            bool(params.get("dry_run")),
+            params.dry_run,
             rows,
             tz=ctx.tz,
             action=self.name,
             force=force,
         )
         # -1: the broker's "max offset" (what the Java tool sends); online consumers get it pushed
-        return execute_plan(
-            ctx,
-            result,
-            reset_ts=-1,
-            force=force,
-            backup_path=params.get("backup"),
-            explicit=False,
-            no_wait=bool(params.get("no_wait")),
-            export=params.get("export"),
-        )
+        source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=params.no_wait)
+        return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)

@@ -15,10 +15,10 @@ import typer.core
 import typer.main
 
 from mqadmin import __version__
-from mqadmin.entry import HELP, PROG, VERSION_HELP
+from mqadmin.command_table import HELP, PROG, VERSION_HELP
 from mqadmin.errors import Cancelled, CheckFailed, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
-from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, render, write_result
+from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, Result, render, write_result
 from mqadmin.registry import Opt, SubCommand, commands, lookup
 
 #: Options every broker command takes, after the subcommand as the Java tool takes -n.
@@ -55,6 +55,9 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
     ),
 )
 _COMMON = {o.dest for o in COMMON_OPTIONS}
+#: options a command declares that the CLI itself consumes (how to repeat and where to write
+#: the result), so they are not in the command's parameters
+RUN_OPTIONS = ("watch", "output_file")
 
 
 def _typer_param(opt: Opt) -> inspect.Parameter:
@@ -109,24 +112,16 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     from mqadmin.context import Context
     from mqadmin.timeparse import resolve_tz
 
-    common = {k: params.pop(k) for k in list(params) if k in _COMMON}
+    # a command without the common options may use their names for its own (mockBroker --tls-cert)
+    common = {k: params.pop(k) for k in list(params) if k in _COMMON} if cls.uses_broker else {}
+    watch: float | None = params.pop("watch", None)  # RUN_OPTIONS
+    output_file: str | None = params.pop("output_file", None)
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
             raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
         if opt.names and isinstance(params.get(opt.dest), str):
             _check_names(opt, params[opt.dest])
-    fmt = "json" if common.get("json_") else common.get("output", "table")
-    if fmt not in FORMATS:
-        raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
-        having = ", ".join(c.name for c in commands() if fmt in c.extra_formats)
-        raise UsageError(f"--output {fmt} is not available for {cls.name} (it is for: {having})")
-    output_file: str | None = params.pop("output_file", None)
-    watch: float | None = params.pop("watch", None)
-    if watch is not None and not (0 < watch < float("inf")):
-        raise UsageError(f"--watch must be a number of seconds above 0, not {watch}")
-    if watch is not None and fmt in ("csv", "java"):
-        raise UsageError(f"--watch prints a live table on a terminal and JSON lines otherwise; not --output {fmt}")
+    fmt = _format(cls, common, watch)
     if common.get("no_color"):
         env.color = False
     timeout = float(common["timeout"]) if common.get("timeout") is not None else 3.0
@@ -135,12 +130,14 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     from mqadmin.config import connection_settings
 
     address, connect_options = connection_settings(common)
+    assume_yes = bool(params.get("yes", False))
+    call = cls.bind(params)  # the command's parameters, checked before any broker work
     ctx = Context(
         address=address,
         timeout=timeout,
         tz=resolve_tz(common.get("tz")),
         env=env,
-        assume_yes=bool(params.get("yes", False)),
+        assume_yes=assume_yes,
         connect_options=connect_options,
         output=fmt,
     )
@@ -148,26 +145,44 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         from mqadmin.watch import watch_loop
 
         try:
-            watch_loop(lambda: cls().execute(ctx, **params), watch, fmt, env, output_file)
+            watch_loop(lambda: call(ctx), watch, fmt, env, output_file)
         except KeyboardInterrupt:  # the way to stop watching: no error line
             raise QuietExit(ExitCode.INTERRUPTED) from None
         finally:
             ctx.close()
         return
     try:
-        result = cls().execute(ctx, **params)
+        result = call(ctx)
     finally:
         ctx.close()
+    _finish(result, fmt, env, output_file)
+
+
+def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) -> str:
+    """The output format asked for, if this command has it (and --watch can show it)."""
+    fmt: str = "json" if common.get("json_") else common.get("output", "table")
+    if fmt not in FORMATS:
+        raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
+        having = ", ".join(c.name for c in commands() if fmt in c.extra_formats)
+        raise UsageError(f"--output {fmt} is not available for {cls.name} (it is for: {having})")
+    if watch is not None and not (0 < watch < float("inf")):
+        raise UsageError(f"--watch must be a number of seconds above 0, not {watch}")
+    if watch is not None and fmt in ("csv", "java"):
+        raise UsageError(f"--watch prints a live table on a terminal and JSON lines otherwise; not --output {fmt}")
+    return fmt
+
+
+def _finish(result: Result, fmt: str, env: Env, output_file: str | None) -> None:
+    """Print (or write) the result, then end as it says: a breached check exits 3, a partial failure 1."""
     if output_file:
         write_result(result, fmt, env, output_file)
     else:
         render(result, fmt, env)
-    failure = getattr(result, "check_failure", None)
-    if failure:
-        raise CheckFailed(failure)
-    partial = getattr(result, "failure", None)
-    if partial:
-        raise MqadminError(partial)
+    if result.check_failure:
+        raise CheckFailed(result.check_failure)
+    if result.failure:
+        raise MqadminError(result.failure)
 
 
 def _check_names(opt: Opt, value: str) -> None:

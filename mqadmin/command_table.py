@@ -12,6 +12,17 @@ import sys
 
 ENTRY_POINT_GROUP = "mqadmin.commands"
 
+#: the top-level texts: entry prints them on the fast path, cli hands them to click
+PROG = "mqadmin"
+HELP = (
+    "See, move and replay Apache RocketMQ consumer offsets, safely.\n\n"
+    "Options of each command follow the command, as in the Java mqadmin: "
+    "'mqadmin queryOffset -n 127.0.0.1:9876 -t TopicTest'. "
+    "Exit codes: 0 done, 1 failure, 2 usage error, 3 check failed, 4 cancelled at the prompt."
+)
+VERSION_HELP = "Show the version and exit."
+HELP_HELP = "Show this message and exit."
+
 #: name -> (module, class, kebab alias, summary = the first line of the class docstring)
 BUILTIN: dict[str, tuple[str, str, str, str]] = {
     "cloneGroupOffset": (

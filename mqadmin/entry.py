@@ -9,15 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-PROG = "mqadmin"
-HELP = (
-    "See, move and replay Apache RocketMQ consumer offsets, safely.\n\n"
-    "Options of each command follow the command, as in the Java mqadmin: "
-    "'mqadmin queryOffset -n 127.0.0.1:9876 -t TopicTest'. "
-    "Exit codes: 0 done, 1 failure, 2 usage error, 3 check failed, 4 cancelled at the prompt."
-)
-VERSION_HELP = "Show the version and exit."
-HELP_HELP = "Show this message and exit."
+from mqadmin.command_table import HELP, HELP_HELP, PROG, VERSION_HELP
+
 _HELP_FLAGS = (["--help"], ["-h"])
 #: click's help layout: at most 80 columns less 2, at least 50; a definition column of at most 30
 _MAX_WIDTH = 80

@@ -1,7 +1,7 @@
 """RocketMQ's stored-message record: the commit-log encoding, also used in pull bodies.
 
 One codec for the mock store, the remoting client's pull decoding and the offline store
-reader, so all three agree byte for byte (protocol doc §4).
+reader, so all three agree byte for byte (layout: docs/protocol.md "Message record").
 """
 
 from __future__ import annotations

@@ -27,8 +27,60 @@ class Table:
 
 
 class Result(Protocol):
+    """What a command returns and the CLI reads: the data in each format, and how the run ends."""
+
     def to_json(self) -> dict[str, Any]: ...
     def table(self) -> Table: ...
+
+    @property
+    def failure(self) -> str | None:
+        """Part of the work failed: the result is printed, then this line and exit 1."""
+
+    @property
+    def check_failure(self) -> str | None:
+        """A check (--max-lag, ...) was breached: the result is printed, then this line and exit 3."""
+
+    @property
+    def stdout_used(self) -> bool:
+        """The command wrote its data to stdout itself; its summary goes to stderr."""
+
+
+class ResultBase:
+    """The ``Result`` members a result may leave at their defaults: nothing failed, no check
+    breached, stdout untouched. Plain class attributes, so they are no dataclass fields."""
+
+    failure: str | None = None
+    check_failure: str | None = None
+    stdout_used: bool = False
+
+
+class PluginResult:
+    """A result of a command written before ``Result`` declared the members the CLI reads:
+    the ones it lacks take ``ResultBase``'s defaults, everything else is its own."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def to_json(self) -> dict[str, Any]:
+        return self._inner.to_json()  # type: ignore[no-any-return]
+
+    def table(self) -> Table:
+        return self._inner.table()  # type: ignore[no-any-return]
+
+    @property
+    def failure(self) -> str | None:
+        return getattr(self._inner, "failure", None)
+
+    @property
+    def check_failure(self) -> str | None:
+        return getattr(self._inner, "check_failure", None)
+
+    @property
+    def stdout_used(self) -> bool:
+        return bool(getattr(self._inner, "stdout_used", False))
 
 
 @dataclass
@@ -82,7 +134,7 @@ def _isatty(stream: object) -> bool:
 def render(result: Result, fmt: str, env: Env) -> None:
     """Print ``result``; one whose command already wrote its data to stdout (``stdout_used``,
     e.g. rangeReplay --to stdout) gets its summary on stderr, so stdout stays pure data."""
-    if getattr(result, "stdout_used", False):
+    if result.stdout_used:
         env = Env(stdout=env.stderr, stderr=env.stderr, stdin=env.stdin, color=env.color)
     if fmt == "json":
         json.dump(result.to_json(), env.stdout, indent=2, ensure_ascii=False)

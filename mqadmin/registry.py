@@ -57,6 +57,11 @@ class SubCommand:
     #: output formats beyond table/json/csv that the result can print: "java" (the Java tool's
     #: own text, ``java_text()``), "prometheus" (text exposition, ``prometheus_text()``)
     extra_formats: ClassVar[tuple[str, ...]] = ()
+    #: the command's parameters: a dataclass with one field per option (named by ``Opt.dest``,
+    #: without a default: the ``Opt`` holds it) whose ``__post_init__`` checks ranges and rules
+    #: between options (a UsageError, exit 2); ``execute`` gets one instance. None, for a plugin
+    #: written before this: ``execute(ctx, **params)`` gets the parsed options as keywords.
+    params_type: ClassVar[type[Any] | None] = None
 
     @classmethod
     def summary(cls) -> str:
@@ -71,8 +76,19 @@ class SubCommand:
     def kebab(cls) -> str:
         return cls.alias or kebab_case(cls.name)
 
-    def execute(self, ctx: Context, **params: Any) -> Result:
+    def execute(self, ctx: Context, params: Any) -> Result:
         raise NotImplementedError
+
+    @classmethod
+    def bind(cls, values: dict[str, Any]) -> Callable[[Context], Result]:
+        """``execute`` over the parsed option values, to call with a context (again, for
+        --watch); the parameters object is built, and so checked, here, before anything runs."""
+        if cls.params_type is None:
+            from mqadmin.output import PluginResult
+
+            return lambda ctx: PluginResult(cls().execute(ctx, **values))  # type: ignore[call-arg]
+        params = cls.params_type(**values)
+        return lambda ctx: cls().execute(ctx, params)
 
 
 def kebab_case(name: str) -> str:
@@ -101,13 +117,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    import pkgutil
-
-    import mqadmin.commands as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    for module, _cls, _kebab, _summary in BUILTIN.values():
+        importlib.import_module(module)
     _load_plugins()
 
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mqadmin.output import Env, render, write_result
+from mqadmin.output import Env, Result, render, write_result
 
 CLEAR = "\x1b[H\x1b[2J"
 
 
-def watch_loop(run_once: Callable[[], Any], interval: float, fmt: str, env: Env, output_file: str | None) -> None:
+def watch_loop(run_once: Callable[[], Result], interval: float, fmt: str, env: Env, output_file: str | None) -> None:
     """Refresh until KeyboardInterrupt, which the caller turns into a quiet exit 130."""
     previous: Any = None
     while True:

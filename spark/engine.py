@@ -15,15 +15,17 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import MqadminError, UsageError
 from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
-from mqadmin.replay.planner import FirstMatch, Plan, Slice, TimeField, earliest_per_queue
+from mqadmin.replay.planner import Plan, Slice
+from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
@@ -180,7 +182,8 @@ def run_replay(
     check_master(address, master)
     t0 = time.monotonic()
     with _session(master, conf, spark, note) as session:
-        return _run(session, plan, address, flt, target, overwrite, checkpoint, stdout, admin, wave_size, on_wave, t0)
+        job = _Job(session, address, flt, target, stdout, admin)
+        return _run(job, plan, overwrite, checkpoint, wave_size, on_wave, t0)
 
 
 @contextmanager
@@ -266,15 +269,10 @@ def _waves(slices: Sequence[Slice], size: int) -> Iterator[list[Slice]]:
 
 
 def _run(
-    spark: SparkSession,
+    job: _Job,
     plan: Plan,
-    address: str,
-    flt: MessageFilter,
-    target: Target,
     overwrite: bool,
     checkpoint: Checkpoint | None,
-    stdout: TextIO | None,
-    admin: Admin | None,
     wave_size: int | None,
     on_wave: Callable[[int, int], None] | None,
     t0: float,
@@ -282,86 +280,98 @@ def _run(
     done = dict(checkpoint.done) if checkpoint else {}
     stats: dict[int, SliceStats] = dict(done)
     todo = [s for s in plan.slices if s.index not in done]
-    parallelism = max(spark.sparkContext.defaultParallelism, 1)
+    parallelism = max(job.spark.sparkContext.defaultParallelism, 1)
     size = wave_size or (parallelism * WAVE_PER_CORE if checkpoint else max(len(todo), 1))
     resumed = checkpoint is not None and checkpoint.loaded
-    first_write = not done
-    for wave in _waves(todo, size):
-        if target.is_file:
-            mode = ("overwrite" if overwrite or resumed else "errorifexists") if first_write else "append"
-            if mode == "append":
-                _drop_uncommitted(target)
-            wave_stats = _write_files(spark, wave, address, flt, target, mode)
-            first_write = False
-            for s in wave:
-                st = wave_stats.get(s.index) or SliceStats(s.index)
-                stats[s.index] = st
-                if checkpoint is not None:
-                    checkpoint.record(st, {"spark": True})
-        elif target.scheme == "stdout" or (target.is_send and _is_embedded(address)):
-            sink: Sink
-            if target.scheme == "stdout":
-                assert stdout is not None
-                sink = StdoutSink(stdout)
-            else:
-                if admin is None:
-                    raise UsageError("the driver needs a writable admin to send from an embedded mock store")
-                sink = TopicSink(admin, target.value) if target.scheme == "topic" else GroupSink(admin, target.value)
-            for st in _stream(spark, wave, address, flt, sink):
-                stats[st.index] = st
-                if checkpoint is not None:
-                    checkpoint.record(st, {"spark": True})
-        else:
-            mode = jobs.SEND_TOPIC if target.scheme == "topic" else jobs.SEND_GROUP
-            results = jobs.scan(spark, wave, address, flt, mode, target=target.value).collect()
-            for index, doc in results:
-                st = SliceStats.from_json(doc)
-                stats[int(index)] = st
-                if checkpoint is not None:
-                    checkpoint.record(st, {"spark": True})
+    for n, wave in enumerate(_waves(todo, size)):
+        first_write = n == 0 and not done
+        file_mode = ("overwrite" if overwrite or resumed else "errorifexists") if first_write else "append"
+        for st in job.run_wave(wave, file_mode):
+            stats[st.index] = st
+            if checkpoint is not None:
+                checkpoint.record(st, {"spark": True})
         if on_wave is not None:
             on_wave(len(stats), len(plan.slices))
-    if target.is_file and not todo and not done:
+    if job.target.is_file and not todo and not done:
         # an empty plan still leaves an (empty) output, as the local engine does
-        _write_files(spark, [], address, flt, target, "overwrite" if overwrite else "errorifexists")
+        job.write_files([], "overwrite" if overwrite else "errorifexists")
     if checkpoint is not None:
         checkpoint.finish()
     return ReplayOutcome(stats, True, len(done), time.monotonic() - t0)
 
 
-def _write_files(
-    spark: SparkSession, wave: Sequence[Slice], address: str, flt: MessageFilter, target: Target, mode: str
-) -> dict[int, SliceStats]:
-    acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type,unused-ignore]
-    if target.scheme == "jsonl":
-        jobs.write_jsonl(spark, jobs.scan(spark, wave, address, flt, jobs.LINES, stats=acc), target.value, mode)
-    else:
-        jobs.write_parquet(spark, jobs.scan(spark, wave, address, flt, jobs.ROWS, stats=acc), target.value, mode)
-    return {int(k): SliceStats.from_json(v) for k, v in dict(acc.value).items()}
+@dataclass(frozen=True)
+class _Job:
+    """What every wave of one replay shares: the session, the store, the filter and the target
+    (``stdout`` and the driver's ``admin`` where the driver writes or sends)."""
 
+    spark: SparkSession
+    address: str
+    flt: MessageFilter
+    target: Target
+    stdout: TextIO | None
+    admin: Admin | None
 
-def _stream(
-    spark: SparkSession, wave: Sequence[Slice], address: str, flt: MessageFilter, sink: Sink
-) -> Iterator[SliceStats]:
-    """Partitions come back to the driver in plan order; each slice ends with a stats marker."""
-    by_index = {s.index: s for s in wave}
-    mode = jobs.STREAM_LINES if isinstance(sink, StdoutSink) else jobs.STREAM_MESSAGES
-    rdd = jobs.scan(spark, wave, address, flt, mode)
-    pending: list[Any] = []
-    for index, payload, marker in rdd.toLocalIterator(prefetchPartitions=True):
-        if marker is None:
-            pending.append(payload)
-            continue
-        slc = by_index[int(index)]
-        st = SliceStats.from_json(marker)
-        if isinstance(sink, StdoutSink):
-            st.written = sink.write_lines(pending)
+    def run_wave(self, wave: Sequence[Slice], file_mode: str) -> Iterable[SliceStats]:
+        """Run one wave. The stats of its slices come out once they are safely written: for
+        files when the wave's job has committed, for stdout and driver sends slice by slice,
+        for executor sends when every executor has sent."""
+        target = self.target
+        if target.is_file:
+            if file_mode == "append":
+                _drop_uncommitted(target)
+            wave_stats = self.write_files(wave, file_mode)
+            return [wave_stats.get(s.index) or SliceStats(s.index) for s in wave]
+        if target.scheme == "stdout" or (target.is_send and _is_embedded(self.address)):
+            return self.stream(wave, self.driver_sink())
+        sent = jobs.send(self.spark, wave, self.address, self.flt, target.scheme, target.value).collect()
+        return [SliceStats.from_json(doc) for _, doc in sent]
+
+    def driver_sink(self) -> Sink:
+        """The sink where the driver writes: stdout, or a send from an embedded mock store
+        (which executors open read-only)."""
+        target = self.target
+        if target.scheme == "stdout":
+            assert self.stdout is not None
+            return StdoutSink(self.stdout)
+        if self.admin is None:
+            raise UsageError("the driver needs a writable admin to send from an embedded mock store")
+        return TopicSink(self.admin, target.value) if target.scheme == "topic" else GroupSink(self.admin, target.value)
+
+    def write_files(self, wave: Sequence[Slice], mode: str) -> dict[int, SliceStats]:
+        """Spark's writers put the wave's output under the target; stats come by accumulator."""
+        spark, address, flt, target = self.spark, self.address, self.flt, self.target
+        acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type,unused-ignore]
+        if target.scheme == "jsonl":
+            jobs.write_jsonl(spark, jobs.scan_lines(spark, wave, address, flt, acc), target.value, mode)
         else:
-            messages: list[Message] = pending
-            st.written = sink.write(slc, messages)
-        sink.sync()
-        pending = []
-        yield st
+            jobs.write_parquet(spark, jobs.scan_rows(spark, wave, address, flt, acc), target.value, mode)
+        return {int(k): SliceStats.from_json(v) for k, v in dict(acc.value).items()}
+
+    def stream(self, wave: Sequence[Slice], sink: Sink) -> Iterator[SliceStats]:
+        """Partitions come back to the driver in plan order; each slice ends with a stats marker."""
+        by_index = {s.index: s for s in wave}
+        pending: list[Any] = []
+        items: Iterator[jobs.StreamedLine | jobs.StreamedMessage]
+        if isinstance(sink, StdoutSink):
+            items = jobs.stream_lines(self.spark, wave, self.address, self.flt).toLocalIterator(prefetchPartitions=True)
+        else:
+            items = jobs.stream_messages(self.spark, wave, self.address, self.flt).toLocalIterator(
+                prefetchPartitions=True
+            )
+        for index, payload, marker in items:
+            if marker is None:
+                pending.append(payload)
+                continue
+            st = SliceStats.from_json(marker)
+            if isinstance(sink, StdoutSink):
+                st.written = sink.write_lines(pending)
+            else:
+                messages: list[Message] = pending
+                st.written = sink.write(by_index[index], messages)
+            sink.sync()
+            pending = []
+            yield st
 
 
 def _drop_uncommitted(target: Target) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.model import MessageQueue
-from mqadmin.replay.planner import FirstMatch, Slice, TimeField, first_match
+from mqadmin.model import Message, MessageQueue
+from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import json_chunks
+from mqadmin.replay.search import FirstMatch, TimeField, first_match
 from mqadmin.replay.worker import MessageFilter, SliceScan, pause_gc
 
 if TYPE_CHECKING:
@@ -21,14 +23,19 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-#: what an executor yields per kept message
-LINES = "lines"  # (broker, queue_id, json line): the JSONL writer, partitioned by queue
-ROWS = "rows"  # a ROW_KEYS tuple: the Parquet writer
-STREAM_LINES = "stream_lines"  # (slice index, json line, None) then (index, None, stats): to the driver
-STREAM_MESSAGES = "stream_messages"  # (slice index, Message, None) then (index, None, stats)
-SEND_TOPIC = "send_topic"  # executors re-publish; yield (index, stats) per slice
-SEND_GROUP = "send_group"  # executors send back; yield (index, stats) per slice
-MODES = (LINES, ROWS, STREAM_LINES, STREAM_MESSAGES, SEND_TOPIC, SEND_GROUP)
+    from mqadmin.admin import Admin
+
+#: What each job's executors yield, one shape per job (checked by mypy at both ends):
+#: (broker, queue id, JSON line) per kept message: the JSONL writer, partitioned by queue
+LineItem = tuple[str, int, str]
+#: a ROW_KEYS tuple with the body as bytes: the Parquet writer
+SparkRow = tuple[Any, ...]
+#: (slice index, JSON line or Message, None) per kept message, then (slice index, None, stats)
+#: once per slice: the driver writes or sends them in plan order
+StreamedLine = tuple[int, str, None] | tuple[int, None, dict[str, int]]
+StreamedMessage = tuple[int, Message, None] | tuple[int, None, dict[str, int]]
+#: (slice index, stats) once per slice: executors sent the messages themselves
+SentSlice = tuple[int, dict[str, int]]
 
 
 class StatsParam:
@@ -45,62 +52,105 @@ class StatsParam:
         return a
 
 
-def scan_partition(
-    slice_docs: Iterable[dict[str, Any]],
-    *,
-    address: str,
-    filter_doc: dict[str, Any],
-    mode: str,
-    target: str = "",
-    stats: Any = None,
-) -> Iterator[Any]:
-    """Executor side: run the slices of this partition (one, normally) with the shared worker."""
+@contextmanager
+def _executor_admin(address: str, *, read_only: bool) -> Iterator[Admin]:
+    """An executor's own connection to ``address`` (a mock:// store opens read-only when the job
+    only reads), with the garbage collector paused while it replays (see pause_gc)."""
     from mqadmin.admin import connect
+
+    resume_gc = pause_gc()
+    try:
+        admin = connect(address, read_only=read_only)
+        try:
+            yield admin
+        finally:
+            admin.close()
+    finally:
+        resume_gc()
+
+
+def _scans(admin: Admin, slice_docs: Iterable[dict[str, Any]], filter_doc: dict[str, Any]) -> Iterator[SliceScan]:
+    """A scan of each slice of the partition (one, normally) with the shared slice worker."""
+    flt = MessageFilter.from_json(filter_doc)
+    for doc in slice_docs:
+        yield SliceScan(admin, Slice.from_json(doc), flt)
+
+
+def _lines(scan: SliceScan) -> Iterator[str]:
+    """The kept messages as JSON lines, by the local engine's bulk decoding and encoder, so both
+    engines write the same bytes."""
+    for rows in scan.rows():
+        yield from b"".join(json_chunks(rows)).decode("utf-8").split("\n")[:-1]
+
+
+def _finished(scan: SliceScan) -> dict[str, int]:
+    """The stats of a scanned slice whose every kept message went out."""
+    scan.stats.written = scan.stats.matched
+    return scan.stats.to_json()
+
+
+def lines_partition(
+    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any], stats: Any = None
+) -> Iterator[LineItem]:
+    """Executor side of a JSONL write; each slice's stats go to the ``stats`` accumulator."""
+    with _executor_admin(address, read_only=True) as admin:
+        for scan in _scans(admin, slice_docs, filter_doc):
+            slc = scan.slice
+            for line in _lines(scan):
+                yield (slc.broker, slc.queue_id, line)
+            if stats is not None:
+                stats.add({slc.index: _finished(scan)})
+
+
+def rows_partition(
+    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any], stats: Any = None
+) -> Iterator[SparkRow]:
+    """Executor side of a Parquet write; each slice's stats go to the ``stats`` accumulator."""
+    with _executor_admin(address, read_only=True) as admin:
+        for scan in _scans(admin, slice_docs, filter_doc):
+            for rows in scan.rows():
+                for row in rows:
+                    yield row[:-1] + (bytes(row[-1]),)  # bodies cross to the JVM as bytes
+            if stats is not None:
+                stats.add({scan.slice.index: _finished(scan)})
+
+
+def stream_lines_partition(
+    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any]
+) -> Iterator[StreamedLine]:
+    """Executor side of a replay to stdout: JSON lines for the driver to print in plan order."""
+    with _executor_admin(address, read_only=True) as admin:
+        for scan in _scans(admin, slice_docs, filter_doc):
+            index = scan.slice.index
+            for line in _lines(scan):
+                yield (index, line, None)
+            yield (index, None, _finished(scan))
+
+
+def stream_messages_partition(
+    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any]
+) -> Iterator[StreamedMessage]:
+    """Executor side of a send the driver makes (executors cannot write an embedded store)."""
+    with _executor_admin(address, read_only=True) as admin:
+        for scan in _scans(admin, slice_docs, filter_doc):
+            index = scan.slice.index
+            for msg in scan:
+                yield (index, msg, None)
+            yield (index, None, _finished(scan))
+
+
+def send_partition(
+    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any], scheme: str, target: str
+) -> Iterator[SentSlice]:
+    """Executor side of a send: re-publish to topic ``target`` or send back to group ``target``
+    (``scheme`` "topic" or "group") over the executor's own writable connection."""
     from mqadmin.replay.sinks import GroupSink, Sink, TopicSink
 
-    flt = MessageFilter.from_json(filter_doc)
-    resume_gc = pause_gc()  # see pause_gc: an executor's Python worker only replays
-    sending = mode in (SEND_TOPIC, SEND_GROUP)
-    # with a mock:// address this opens the store read-only: executors only read
-    admin = connect(address, read_only=not sending)
-    try:
-        sink: Sink | None = None
-        if mode == SEND_TOPIC:
-            sink = TopicSink(admin, target)
-        elif mode == SEND_GROUP:
-            sink = GroupSink(admin, target)
-        for doc in slice_docs:
-            slc = Slice.from_json(doc)
-            scan = SliceScan(admin, slc, flt)
-            if sink is not None:
-                scan.stats.written = sink.write(slc, list(scan))
-                yield (slc.index, scan.stats.to_json())
-                continue
-            if mode == STREAM_MESSAGES:
-                for msg in scan:
-                    yield (slc.index, msg, None)
-            else:
-                # the local engine's bulk decoding and encoder, so both engines write the same bytes
-                for rows in scan.rows():
-                    if mode == ROWS:
-                        for row in rows:
-                            yield row[:-1] + (bytes(row[-1]),)  # bodies cross to the JVM as bytes
-                        continue
-                    lines = b"".join(json_chunks(rows)).decode("utf-8").split("\n")[:-1]
-                    if mode == LINES:
-                        for line in lines:
-                            yield (slc.broker, slc.queue_id, line)
-                    else:
-                        for line in lines:
-                            yield (slc.index, line, None)
-            scan.stats.written = scan.stats.matched
-            if mode in (STREAM_LINES, STREAM_MESSAGES):
-                yield (slc.index, None, scan.stats.to_json())
-            elif stats is not None:
-                stats.add({slc.index: scan.stats.to_json()})
-    finally:
-        admin.close()
-        resume_gc()
+    with _executor_admin(address, read_only=False) as admin:
+        sink: Sink = TopicSink(admin, target) if scheme == "topic" else GroupSink(admin, target)
+        for scan in _scans(admin, slice_docs, filter_doc):
+            scan.stats.written = sink.write(scan.slice, list(scan))
+            yield (scan.slice.index, scan.stats.to_json())
 
 
 def slices_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
@@ -109,26 +159,45 @@ def slices_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, An
     return spark.sparkContext.parallelize(docs, numSlices=max(len(docs), 1))
 
 
-def scan(
-    spark: SparkSession,
-    slices: Sequence[Slice],
-    address: str,
-    flt: MessageFilter,
-    mode: str,
-    *,
-    target: str = "",
-    stats: Any = None,
-) -> RDD[Any]:
-    """The RDD of what ``scan_partition`` yields for ``slices`` (lazy: nothing runs yet)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown scan mode {mode!r}")
-    job = functools.partial(
-        scan_partition, address=address, filter_doc=flt.to_json(), mode=mode, target=target, stats=stats
-    )
-    if mode in (SEND_TOPIC, SEND_GROUP):
-        # Copies must keep each queue's order, so a queue's slices run in one partition, in order.
-        return queue_partitions_rdd(spark, slices).mapPartitions(job)
+def scan_lines(
+    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter, stats: Any
+) -> RDD[LineItem]:
+    """The RDD of JSONL lines for ``slices`` (lazy: nothing runs yet)."""
+    job = functools.partial(lines_partition, address=address, filter_doc=flt.to_json(), stats=stats)
     return slices_rdd(spark, slices).mapPartitions(job)
+
+
+def scan_rows(
+    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter, stats: Any
+) -> RDD[SparkRow]:
+    """The RDD of Parquet rows for ``slices`` (lazy)."""
+    job = functools.partial(rows_partition, address=address, filter_doc=flt.to_json(), stats=stats)
+    return slices_rdd(spark, slices).mapPartitions(job)
+
+
+def stream_lines(spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter) -> RDD[StreamedLine]:
+    """The RDD of lines and per-slice stats markers for the driver to print (lazy)."""
+    job = functools.partial(stream_lines_partition, address=address, filter_doc=flt.to_json())
+    return slices_rdd(spark, slices).mapPartitions(job)
+
+
+def stream_messages(
+    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter
+) -> RDD[StreamedMessage]:
+    """The RDD of messages and per-slice stats markers for the driver to send (lazy)."""
+    job = functools.partial(stream_messages_partition, address=address, filter_doc=flt.to_json())
+    return slices_rdd(spark, slices).mapPartitions(job)
+
+
+def send(
+    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter, scheme: str, target: str
+) -> RDD[SentSlice]:
+    """The RDD of a send by the executors (lazy). Copies must keep each queue's order, so a
+    queue's slices run in one partition, in order."""
+    if scheme not in ("topic", "group"):
+        raise ValueError(f"unknown send scheme {scheme!r}")
+    job = functools.partial(send_partition, address=address, filter_doc=flt.to_json(), scheme=scheme, target=target)
+    return queue_partitions_rdd(spark, slices).mapPartitions(job)
 
 
 def queue_partitions_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
@@ -177,7 +246,7 @@ def row_schema() -> StructType:
     )
 
 
-def write_jsonl(spark: SparkSession, lines: RDD[Any], path: str, mode: str) -> None:
+def write_jsonl(spark: SparkSession, lines: RDD[LineItem], path: str, mode: str) -> None:
     """JSON lines through Spark's text writer, one folder per queue (``broker=…/queue_id=…``).
 
     The lines are the local engine's bytes exactly (records keep broker and queue_id too), which
@@ -195,7 +264,7 @@ def write_jsonl(spark: SparkSession, lines: RDD[Any], path: str, mode: str) -> N
     df.write.mode(mode).partitionBy("broker", "queue_id").option("compression", "none").text(path)
 
 
-def write_parquet(spark: SparkSession, rows: RDD[Any], path: str, mode: str) -> None:
+def write_parquet(spark: SparkSession, rows: RDD[SparkRow], path: str, mode: str) -> None:
     """Parquet through Spark's writer, partitioned by queue (Hive-style folders)."""
     df = spark.createDataFrame(rows, row_schema(), verifySchema=False)
     df.write.mode(mode).partitionBy("broker", "queue_id").parquet(path)

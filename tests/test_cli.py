@@ -261,3 +261,15 @@ def test_mock_address_without_a_name_is_refused(cli: Callable[..., CliResult], m
         r = cli("queryOffset", "-n", address, "-t", "TopicTest")
         assert r.code == 2 and "names no mock store: use mock://demo for the demo" in one_error_line(r)
     assert not (mqadmin_home / "mock").exists()  # and no demo was made behind the user's back
+
+
+def test_slice_size_is_checked_before_any_broker_is_asked(cli: Callable[..., CliResult]) -> None:
+    """Both engine commands refuse a slice size below 1 the same way, on every engine, from their
+    parameters alone: nothing listens on the address, yet the answer is the usage line."""
+    for engine in ("local", "auto", "spark"):
+        for size in ("0", "-5"):
+            common = ("-n", "127.0.0.1:1", "-t", "TopicTest", "--engine", engine, "--slice-size", size)
+            replay = cli("rangeReplay", *common, "-b", "-1h", "--dry-run")
+            scan = cli("queryOffset", *common, "-s", "-1h", "--time-field", "born")
+            for r in (replay, scan):
+                assert r.code == 2 and one_error_line(r) == "mqadmin: error: --slice-size must be at least 1"

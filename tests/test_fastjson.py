@@ -20,7 +20,8 @@ from mqadmin.fastjson import (
 )
 from mqadmin.model import MessageQueue
 
-# Bodies exactly as in rocketmq-protocol.md §3.2 (default fastjson encoding).
+# Bodies as a broker's default fastjson writes them: bare numeric and MessageQueue-object keys
+# (TopicRouteData, ClusterInfo, ConsumeStats... under remoting/.../protocol/; docs/protocol.md "JSON bodies").
 ROUTE = (
     '{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.5:10911",1:"10.0.0.6:10911"},"brokerName":"broker-a",'
     '"cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":'
@@ -292,7 +293,8 @@ def test_round_trip_mq_keys() -> None:
 
 
 def test_pretty_consumer_offset_file_layout() -> None:
-    # §7.3: string-keyed maps break lines, queue-id maps stay on one line, tabs for indentation.
+    # consumerOffset.json as the broker pretty-prints it (ConsumerOffsetManager.java, fastjson): string-keyed
+    # maps break lines, queue-id maps stay on one line, tabs indent (docs/protocol.md "Broker config files").
     table = {"offsetTable": {"%RETRY%g1@g1": {0: 0}, "TopicTest@g1": {0: 250, 1: 250, 2: 250, 3: 250}}}
     expected = (
         "{\n"

@@ -89,6 +89,39 @@ def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[n
         undo()
 
 
+def test_a_plugin_result_still_ends_the_run_as_it_says(cli) -> None:  # type: ignore[no-untyped-def]
+    """A plugin written against **params, whose result carries only check_failure (no failure,
+    no stdout_used), is printed and then exits 3, as before the Result protocol named them."""
+    from mqadmin.output import Table
+
+    class Behind:
+        check_failure = "group G is 7 behind"
+
+        def to_json(self) -> dict[str, int]:
+            return {"lag": 7}
+
+        def table(self) -> Table:
+            return Table(["lag"], [[7]])
+
+    class LagCheckCommand(SubCommand):
+        """Check a lag."""
+
+        name = "lagCheck"
+        uses_broker = False
+
+        def execute(self, ctx, **params):  # type: ignore[no-untyped-def]
+            assert params == {}
+            return Behind()
+
+    undo = temporarily_registered(LagCheckCommand)
+    try:
+        r = cli("lag-check")
+        assert r.code == 3 and '"lag"' not in r.stdout and "7" in r.stdout
+        assert r.stderr == "mqadmin: error: group G is 7 behind\n"
+    finally:
+        undo()
+
+
 def test_third_party_commands_come_from_the_entry_point_group(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A plugin distribution registers its command under the mqadmin.commands group; a broken
     plugin is reported and skipped, the built-in commands keep working."""
@@ -131,6 +164,16 @@ def test_the_builtin_table_names_each_command_class() -> None:
     assert [name for name, _, _ in command_rows()] == [c.name for c in commands()]
 
 
+def test_every_command_module_has_a_row_in_the_table() -> None:
+    """The registry loads built-ins from the table only: a module left out of it would vanish."""
+    import pkgutil
+
+    import mqadmin.commands as pkg
+
+    public = {f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+    assert public == {row[0] for row in BUILTIN.values()}
+
+
 @pytest.mark.parametrize("columns", ["80", "60", "200"])
 def test_the_fast_help_is_the_click_help(columns: str) -> None:
     """`mqadmin --help` skips click; its text must be what click renders, at any terminal width."""
@@ -144,3 +187,20 @@ def test_the_fast_help_is_the_click_help(columns: str) -> None:
     clicked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert fast.returncode == 0 and clicked.returncode == 0
     assert fast.stdout == clicked.stdout and "resetOffsetByTime" in fast.stdout
+
+
+@pytest.mark.parametrize("cls", commands(), ids=lambda c: c.name)
+def test_each_command_takes_one_parameters_dataclass(cls: type[SubCommand]) -> None:
+    """A field per option, named by its dest, with no default of its own (the Opt holds it), and
+    execute declared over exactly that class: mypy then checks every use of an option."""
+    import dataclasses
+    import inspect
+
+    from mqadmin.cli import RUN_OPTIONS
+
+    assert cls.params_type is not None and dataclasses.is_dataclass(cls.params_type)
+    fields = [f for f in dataclasses.fields(cls.params_type) if f.init]
+    assert sorted(f.name for f in fields) == sorted(o.dest for o in cls.options if o.dest not in RUN_OPTIONS)
+    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in fields)
+    annotation = inspect.signature(cls.execute).parameters["params"].annotation
+    assert annotation == cls.params_type.__name__

@@ -13,8 +13,7 @@ def loaded_after(args: list[str]) -> set[str]:
         "import sys\n"
         "from mqadmin.cli import main\n"
         f"main({args!r})\n"
-        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {{'pyspark','pyarrow','rich'}} "
-        f"or m.startswith(('mqadmin.spark','mqadmin.remoting'))), file=sys.stderr)\n"
+        f"print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in {HEAVY!r})), file=sys.stderr)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     return set(eval(proc.stderr.strip().splitlines()[-1]))

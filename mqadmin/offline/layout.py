@@ -21,7 +21,9 @@ from urllib.parse import parse_qs, unquote
 from mqadmin.errors import UsageError
 
 DEFAULT_CLUSTER = "DefaultCluster"
-#: what a store answers as when its layout shows the major version only (protocol doc §5.2)
+#: what a store answers as when its layout shows the major version only: the newest release of
+#: that major, so a 5.x store gets every 5.x behaviour (the 5.1.1 time search, the 5.2 reset...;
+#: docs/protocol.md "Version-dependent behaviour")
 VERSION_4 = "4.9.8"
 VERSION_5 = "5.3.3"
 _PARAMS = ("broker", "version", "cluster")

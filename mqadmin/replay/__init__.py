@@ -1,8 +1,10 @@
 """Replaying a store-time window of messages: plan, slice worker, sinks and the local engine.
 
-Layers: ``planner`` turns a window into plain-data slices; ``worker`` reads one slice (both
-engines use it); ``sinks`` write or send; ``local`` runs slices on threads with checkpoints.
-The Spark engine lives in ``mqadmin.spark`` and reuses the same planner, worker and records.
+Layers, each importing only those below it: ``local`` runs slices on threads with checkpoints
+(through ``pool``); ``search`` answers born-time and property searches by scanning slices;
+``sinks`` write or send; ``worker`` reads one slice (both engines use it); ``planner`` turns a
+window into plain-data slices; ``records`` encodes and decodes rows. The Spark engine lives in
+``mqadmin.spark`` and reuses the same planner, worker, search and records.
 Nothing here imports pyspark or pyarrow at module level.
 """
 

@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,58 +269,93 @@ def run_local(
     done: dict[int, SliceStats] = dict(checkpoint.done) if checkpoint else {}
     stats = dict(done)
     written = sum(s.written for s in done.values())
-    todo: Iterator[Slice] = iter([s for s in plan.slices if s.index not in done])
-    stop = threading.Event()
-    window: deque[tuple[Slice, Future[SliceResult]]] = deque()
     pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit)
+    todo = iter([s for s in plan.slices if s.index not in done])
+    window = _Window(pool, todo, max(1, workers) * WINDOW_PER_WORKER)
     resume_gc = pause_gc()
     limit_reached = limit is not None and written >= limit
     complete = limit_reached
     scanned_before = sum(s.scanned + s.missing for s in done.values())
     try:
         with Progress(progress_stream, plan.total, scanned_before) as bar:
-
-            def fill() -> None:
-                while len(window) < max(1, workers) * WINDOW_PER_WORKER:
-                    nxt = next(todo, None)
-                    if nxt is None:
-                        return
-                    window.append((nxt, pool.submit(nxt, stop, bar.advance)))
-
             if not limit_reached:
-                fill()
-            while window:
-                slc, fut = window.popleft()
-                messages, st, finished = pool.result(slc, fut, bar.advance)
-                if not finished:  # only when stopped, and stop is set only on the way out
-                    raise RuntimeError(f"slice {slc.index} stopped early")
-                if limit is not None:
-                    messages = messages[: max(limit - written, 0)]
-                st.written = pool.write(slc, messages, st)
-                state = sink.sync()
-                written += st.written
-                stats[slc.index] = st
-                if checkpoint is not None:
-                    checkpoint.record(st, state)
-                if limit is not None and written >= limit:
-                    limit_reached = True
-                    break
-                fill()
+                limit_reached = _write_in_order(window, sink, bar.advance, stats, written, limit, checkpoint)
             complete = True
-        if checkpoint is not None:
-            checkpoint.start_publishing()
-        sink.finish()
-        fault_point("replay-published")
-        if checkpoint is not None:
-            checkpoint.finish()
+        _publish(sink, checkpoint)
     except BaseException:
-        stop.set()
-        for _, fut in window:
-            fut.cancel()
+        window.cancel()
         sink.abort(keep=checkpoint is not None)
         raise
     finally:
-        stop.set()
+        window.stop.set()
         pool.shutdown()
         resume_gc()
     return ReplayOutcome(stats, complete, len(done), time.monotonic() - t0, limit_reached)
+
+
+@dataclass
+class _Window:
+    """Slices handed to the pool and not yet written, in plan order: at most ``size`` at a time,
+    which bounds memory while one slice is slow. ``stop`` ends the workers between pulls."""
+
+    pool: SlicePool
+    todo: Iterator[Slice]
+    size: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    pending: deque[tuple[Slice, Future[SliceResult]]] = field(default_factory=deque)
+
+    def fill(self, on_progress: Callable[[int, int], None]) -> None:
+        while len(self.pending) < self.size:
+            nxt = next(self.todo, None)
+            if nxt is None:
+                return
+            self.pending.append((nxt, self.pool.submit(nxt, self.stop, on_progress)))
+
+    def cancel(self) -> None:
+        self.stop.set()
+        for _, fut in self.pending:
+            fut.cancel()
+
+
+def _write_in_order(
+    window: _Window,
+    sink: Sink,
+    on_progress: Callable[[int, int], None],
+    stats: dict[int, SliceStats],
+    written: int,
+    limit: int | None,
+    checkpoint: Checkpoint | None,
+) -> bool:
+    """Take finished slices strictly in plan order, write each (cut to ``limit``), sync the sink
+    and record it in the checkpoint; refill the window as slices go out. Returns whether the
+    limit was reached (and the rest of the plan left unread)."""
+    pool = window.pool
+    window.fill(on_progress)
+    while window.pending:
+        slc, fut = window.pending.popleft()
+        messages, st, finished = pool.result(slc, fut, on_progress)
+        if not finished:  # only when stopped, and stop is set only on the way out
+            raise RuntimeError(f"slice {slc.index} stopped early")
+        if limit is not None:
+            messages = messages[: max(limit - written, 0)]
+        st.written = pool.write(slc, messages, st)
+        state = sink.sync()
+        written += st.written
+        stats[slc.index] = st
+        if checkpoint is not None:
+            checkpoint.record(st, state)
+        if limit is not None and written >= limit:
+            return True
+        window.fill(on_progress)
+    return False
+
+
+def _publish(sink: Sink, checkpoint: Checkpoint | None) -> None:
+    """Put the finished output in place. The checkpoint records the start before the move and
+    the end after it, so a run killed in between is recognised as published (``resume_status``)."""
+    if checkpoint is not None:
+        checkpoint.start_publishing()
+    sink.finish()
+    fault_point("replay-published")
+    if checkpoint is not None:
+        checkpoint.finish()

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.errors import UsageError
-from mqadmin.model import Message, MessageQueue
-from mqadmin.replay import BORN_TIME, DEFAULT_SLICE_SIZE, PROPERTY_PREFIX, STORE_TIME, TIME_FIELDS_HELP
+from mqadmin.model import MessageQueue
+from mqadmin.replay import DEFAULT_SLICE_SIZE
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -264,118 +264,3 @@ def first_at_or_after(store_time: Callable[[int], int | None], ts: int, hint: in
         else:
             left = mid
     return right
-
-
-# -- time→offset searches by a field the broker cannot search ---------------------------------
-
-#: a store-time window that keeps every message: scans filter by their own field, not store time
-_ANY_STORE_TIME = (0, 2**63 - 1)
-
-
-@dataclass(frozen=True)
-class TimeField:
-    """What a time→offset search compares with the time: the store time, which the broker's index
-    answers, or the born time or an epoch-ms user property, which only a scan can answer."""
-
-    kind: str
-    name: str = ""
-
-    @staticmethod
-    def parse(text: str) -> TimeField:
-        text = text.strip()
-        if text in (STORE_TIME, BORN_TIME):
-            return TimeField(text)
-        if text.startswith(PROPERTY_PREFIX):
-            name = text[len(PROPERTY_PREFIX) :].strip()
-            if name:
-                return TimeField("property", name)
-            raise UsageError("--time-field property:NAME needs the property's name, e.g. property:ORDER_TIME")
-        raise UsageError(f"--time-field must be {TIME_FIELDS_HELP}, not {text!r}")
-
-    def __str__(self) -> str:
-        return PROPERTY_PREFIX + self.name if self.kind == "property" else self.kind
-
-    @property
-    def scans(self) -> bool:
-        """Whether the search reads messages (the broker can search store time only)."""
-        return self.kind != STORE_TIME
-
-    @property
-    def label(self) -> str:
-        return {STORE_TIME: "Store Time", BORN_TIME: "Born Time"}.get(self.kind, f"Property {self.name}")
-
-    def of(self, msg: Message) -> int | None:
-        """The field's epoch ms in ``msg``; None for a property that is absent or not an integer."""
-        if self.kind == STORE_TIME:
-            return msg.store_timestamp
-        if self.kind == BORN_TIME:
-            return msg.born_timestamp
-        try:
-            return int(msg.properties[self.name].strip())
-        except (KeyError, ValueError):
-            return None
-
-
-@dataclass(frozen=True)
-class FirstMatch:
-    """The first message of a slice, in offset order, whose time field is at or after the time."""
-
-    index: int
-    offset: int
-    time: int
-    store_time: int
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
-
-    @staticmethod
-    def from_json(doc: dict[str, Any]) -> FirstMatch:
-        return FirstMatch(int(doc["index"]), int(doc["offset"]), int(doc["time"]), int(doc["store_time"]))
-
-
-def scan_slices(queues: Sequence[tuple[MessageQueue, int, int]], slice_size: int) -> tuple[Slice, ...]:
-    """Each queue's whole ``[min, max)`` cut into slices, numbered across every queue (and topic)
-    in the order given: what a scan reads, one Spark partition per slice."""
-    if slice_size < 1:
-        raise UsageError("--slice-size must be at least 1")
-    out: list[Slice] = []
-    for mq, lo, hi in queues:
-        for s in range(lo, hi, slice_size):
-            out.append(Slice(len(out), mq.topic, mq.broker_name, mq.queue_id, s, min(s + slice_size, hi)))
-    return tuple(out)
-
-
-def first_match(admin: Admin, slc: Slice, field: TimeField, ts: int) -> FirstMatch | None:
-    """Read ``slc`` with the replay's slice worker and stop at the first message whose ``field``
-    is at or after ``ts``: the one scan both engines run for born-time and property searches."""
-    # imported here: the worker imports this module for Slice
-    from mqadmin.replay.worker import MessageFilter, SliceScan
-
-    for msg in SliceScan(admin, slc, MessageFilter(*_ANY_STORE_TIME)):
-        t = field.of(msg)
-        if t is not None and t >= ts:
-            return FirstMatch(slc.index, msg.queue_offset, t, msg.store_timestamp)
-    return None
-
-
-def first_match_in_order(admin: Admin, slices: Sequence[Slice], field: TimeField, ts: int) -> FirstMatch | None:
-    """The local engine's scan of one queue: its slices in offset order, stopping at the first hit."""
-    for slc in sorted(slices, key=lambda s: s.start):
-        hit = first_match(admin, slc, field, ts)
-        if hit is not None:
-            return hit
-    return None
-
-
-def earliest_per_queue(slices: Sequence[Slice], hits: Iterable[FirstMatch | None]) -> dict[MessageQueue, FirstMatch]:
-    """Per queue, the hit with the lowest offset among its slices' hits (Spark scans them all at
-    once): the same answer as reading the queue in order and stopping at the first hit."""
-    by_index = {s.index: s for s in slices}
-    out: dict[MessageQueue, FirstMatch] = {}
-    for hit in hits:
-        if hit is None:
-            continue
-        mq = by_index[hit.index].mq
-        if mq not in out or hit.offset < out[mq].offset:
-            out[mq] = hit
-    return out

@@ -220,23 +220,8 @@ def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]
         while pos < n:
             if n - pos < head_size:
                 raise MessageDecodeError(f"truncated record at {pos}")
-            (
-                size,
-                magic,
-                _crc,
-                qid,
-                _flag,
-                qoff,
-                phy,
-                sys_flag,
-                born_ts,
-                born_raw,
-                store_ts,
-                store_raw,
-                rc,
-                _prep,
-                blen,
-            ) = unpack(buf, pos)
+            (size, magic, _crc, qid, _flag, qoff, phy, sys_flag,
+             born_ts, born_raw, store_ts, store_raw, rc, _prep, blen) = unpack(buf, pos)  # fmt: skip
             end = pos + size
             if (
                 magic != MAGIC_V1
@@ -244,13 +229,9 @@ def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]
                 or not head_size + blen + 3 <= size <= n - pos
                 or blen < 0
                 or phy < 0
-            ):  # the generic decoder: it decodes these, or raises what it always raised
-                if 0 < size <= n - pos:
-                    msg, _ = decode_message(bytes(buf[pos:end]))
-                else:
-                    msg, end = decode_message(buf, pos)
-                append(to_row(msg, broker))
-                pos = end
+            ):
+                row, pos = _generic_row(buf, pos, size, broker)
+                append(row)
                 continue
             p = pos + head_size
             body = buf[p : p + blen]
@@ -273,28 +254,23 @@ def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]
             store = hosts.get(store_raw)
             if store is None:
                 store = hosts[store_raw] = _unpack_host(store_raw.to_bytes(8, "big"), 0, False)[0]
-            append(
-                (
-                    topic,
-                    broker,
-                    qid,
-                    qoff,
-                    phy,
-                    f"{store_raw:016X}{phy:016X}",
-                    props.get("UNIQ_KEY"),
-                    props.get("TAGS"),
-                    props.get("KEYS"),
-                    born_ts,
-                    store_ts,
-                    born,
-                    store,
-                    rc,
-                    props,
-                    body,
-                )
-            )
+            # in ROW_KEYS order; the message id is the store host and the commit-log offset
+            append((topic, broker, qid, qoff, phy, f"{store_raw:016X}{phy:016X}",
+                    props.get("UNIQ_KEY"), props.get("TAGS"), props.get("KEYS"), born_ts, store_ts,
+                    born, store, rc, props, body))  # fmt: skip
             pos = end
     return rows
+
+
+def _generic_row(buf: memoryview, pos: int, size: int, broker: str) -> tuple[Row, int]:
+    """The record at ``pos`` through the generic decoder, and where the next one starts: for the
+    unusual records (IPv6 hosts, v2 topics, compression); it raises what it always raised."""
+    if 0 < size <= len(buf) - pos:
+        msg, _ = decode_message(bytes(buf[pos : pos + size]))
+        end = pos + size
+    else:
+        msg, end = decode_message(buf, pos)
+    return to_row(msg, broker), end
 
 
 def record_body(record: dict[str, Any]) -> bytes:

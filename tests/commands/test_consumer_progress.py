@@ -17,10 +17,12 @@ def test_one_group_per_queue(version: str, make_store: Callable[..., Store], cli
     assert len(rows) == 8 and all(q["broker_offset"] == 100 == q["consumer_offset"] for q in rows)
     assert all(q["last_timestamp"] > store.start_ms for q in rows)
     assert any(q["topic"] == "%RETRY%g" for q in done["queues"])
-    assert store2.address
-    # nothing consumed at all (committed at offset 0)
+    # nothing consumed at all (committed at offset 0): every queue shows its whole backlog
     doc: Any = cli("consumerProgress", "-n", store2.address, "-g", "g", "-t", "TopicTest", "--json").json()
     assert doc["diff_total"] == 800
+    assert len(doc["queues"]) == 8
+    assert all(q["consumer_offset"] == 0 and q["diff"] == 100 == q["broker_offset"] for q in doc["queues"])
+    assert all(q["last_timestamp"] is None for q in doc["queues"])  # nothing consumed: no last time
     assert {q["topic"] for q in doc["queues"]} == {"TopicTest"}
     # the oldest unconsumed message is about two hours old
     assert 2 * HOUR_MS - 60_000 < doc["lag_time_ms"] < 2 * HOUR_MS + 60_000

@@ -18,22 +18,24 @@ import pytest
 from conftest import CliResult
 
 from mqadmin import localstore
+from mqadmin.boost_archive import (
+    ArchiveError,
+    ArchiveHeader,
+    boost_key,
+    parse_boost_archive,
+    parse_boost_offsets,
+    render_boost_archive,
+)
 from mqadmin.errors import StoreError, UsageError
 from mqadmin.localstore import (
     BOOST,
     FROM_FILE,
     FROM_NONE,
     JAVA,
-    ArchiveError,
-    ArchiveHeader,
     FileChanged,
-    boost_key,
     find_offset_files,
-    parse_boost_archive,
-    parse_boost_offsets,
     read_offsets_file,
     render,
-    render_boost_archive,
     write_offsets,
 )
 from mqadmin.mock.cluster import MockCluster

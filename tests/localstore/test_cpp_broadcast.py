@@ -13,15 +13,8 @@ import pytest
 from conftest import CliResult
 
 from mqadmin.admin import connect
-from mqadmin.localstore import (
-    BOOST,
-    FROM_FILE,
-    ArchiveHeader,
-    boost_key,
-    find_offset_files,
-    parse_boost_archive,
-    render_boost_archive,
-)
+from mqadmin.boost_archive import ArchiveHeader, boost_key, parse_boost_archive, render_boost_archive
+from mqadmin.localstore import BOOST, FROM_FILE, find_offset_files
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.server import MockServer
 from mqadmin.model import Message, MessageQueue

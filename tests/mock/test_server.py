@@ -127,6 +127,20 @@ class RawClient:
         self._reader.join(5)
 
 
+def _wait_until(check: Callable[[], bool], what: str) -> None:
+    """Wait (bounded) for state the server shows, instead of sleeping for it."""
+    deadline = time.monotonic() + REPLY_TIMEOUT_S
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _held_watermarks(server: MockServer) -> list[int]:
+    """The offsets the held pulls wait past, one per held pull."""
+    with server.long_polling._arrival:
+        return [h.watermark for held in server.long_polling._held.values() for h in held]
+
+
 def make_cluster(root: Path, version: str) -> MockCluster:
     """Two brokers with TOPIC; GROUP exists (5.3 refuses offset updates for unknown groups)."""
     cluster = MockCluster.create(root, ("broker-a", "broker-b"), version=version)
@@ -454,7 +468,7 @@ def test_long_poll_released_by_a_send(serve: Serve, clients: Clients) -> None:
 
     waiter = threading.Thread(target=poll)
     waiter.start()
-    time.sleep(0.4)
+    _wait_until(lambda: server.long_polling.count == 1, "the pull to be held")
     assert not results, "the pull must be held while the queue is empty"
     assert consumer.call(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": 0}).ext_fields["offset"] == "0"
     send_v2(producer, TOPIC, 0, b"wake")
@@ -486,9 +500,10 @@ def test_long_poll_keeps_holding_through_unwanted_tags(serve: Serve, clients: Cl
         )
     )
     waiter.start()
-    time.sleep(0.3)  # let the pull be held first
+    _wait_until(lambda: _held_watermarks(server) == [0], "the pull to be held")
     send_v2(producer, TOPIC, 0, b"skip", tags="TagB")
-    time.sleep(0.5)
+    # the long-polling thread looked at the unwanted message and holds on, waiting past it
+    _wait_until(lambda: _held_watermarks(server) == [1], "the unwanted message to be looked at")
     assert not results
     send_v2(producer, TOPIC, 0, b"take", tags="TagA")
     waiter.join(REPLY_TIMEOUT_S)
@@ -971,7 +986,7 @@ def test_stop_flushes_offsets_and_closes_connections(tmp_path: Path) -> None:
                 held.append(pull(client, 0, sys_flag=PULL_SUBSCRIPTION_SUSPEND, suspend_ms=15_000))
 
         threading.Thread(target=hold, daemon=True).start()
-        time.sleep(0.2)
+        _wait_until(lambda: server.long_polling.count == 1, "the pull to be held")
         t0 = time.monotonic()
         server.stop()
         assert time.monotonic() - t0 < 3, "stop must not wait out a held pull"
@@ -989,7 +1004,7 @@ def test_stop_flushes_offsets_and_closes_connections(tmp_path: Path) -> None:
 
 
 def test_periodic_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mqadmin.mock.server as server_module
+    import mqadmin.mock.server.core as server_module
 
     monkeypatch.setattr(server_module, "FLUSH_INTERVAL_S", 0.1)
     cluster = make_cluster(tmp_path / "store", "5.3.3")

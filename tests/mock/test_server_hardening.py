@@ -189,7 +189,7 @@ def test_a_peer_that_never_reads_is_cut_and_its_memory_released(serve: Serve, ca
                 break  # cut by the server
         else:
             pytest.fail("the server kept serving a peer that never reads its replies")
-        wait_until(lambda: not server._conns, 20)
+        wait_until(lambda: not server.io.conns, 20)
     assert any("left unread" in r.getMessage() for r in caplog.records)
     assert server.stats()["connections"] >= 2
     # The cut peer's 64 MiB of replies are gone from the heap, not kept by the allocator.
@@ -323,7 +323,7 @@ def test_server_keeps_a_fixed_thread_count_for_many_connections(serve: Serve) ->
     host, port = server.namesrv_addr.rsplit(":", 1)
     socks = [socket.create_connection((host, int(port)), timeout=10) for _ in range(200)]
     try:
-        wait_until(lambda: len(server._conns) >= 200, 20)
+        wait_until(lambda: len(server.io.conns) >= 200, 20)
         assert _server_threads() == before
     finally:
         for sock in socks:
@@ -346,7 +346,7 @@ def test_many_held_pulls_share_one_thread_and_wake_on_a_send(serve: Serve, clien
         "subscription": "*",
     }
     opaques = [c.send(RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)) for c in consumers]
-    wait_until(lambda: server._held_count == 50, 10)
+    wait_until(lambda: server.long_polling.count == 50, 10)
     assert _server_threads() == before
     started = time.monotonic()
     assert send_v2(clients(addr), TOPIC, 1, b"wake").code == ResponseCode.SUCCESS

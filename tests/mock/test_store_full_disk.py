@@ -183,14 +183,16 @@ def test_full_disk_while_rolling_to_a_new_file(tmp_path: Path, disk: Disk) -> No
 def test_config_flushes_on_a_full_disk_log_one_line_and_retry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import mqadmin.mock.server as server_module
+    import mqadmin.mock.server.core as server_module
 
     monkeypatch.setattr(server_module, "FLUSH_INTERVAL_S", 0.05)
     real_write = store_module.atomic_write
     full = [True]
+    refused = [0]
 
     def atomic_write(path: Path, text: str, **kwargs: object) -> None:
         if full[0]:
+            refused[0] += 1
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real_write(path, text, **kwargs)  # type: ignore[arg-type]
 
@@ -209,7 +211,12 @@ def test_config_flushes_on_a_full_disk_log_one_line_and_retry(
         client.send(oneway)
         query = {"consumerGroup": "g", "topic": "TopicTest", "queueId": 0}
         assert client.call(RequestCode.QUERY_CONSUMER_OFFSET, query).ext_fields["offset"] == "5"
-        time.sleep(0.6)  # about ten failed flushes
+        # about ten failed flushes (each periodic flush tries the config files first)
+        refused_by_the_commit = refused[0]
+        deadline = time.monotonic() + 10
+        while refused[0] < refused_by_the_commit + 10:
+            assert time.monotonic() < deadline, f"only {refused[0] - refused_by_the_commit} flushes in 10 s"
+            time.sleep(0.02)
         flush_lines = [r for r in caplog.records if "periodic flush" in r.getMessage()]
         assert len(flush_lines) == 1 and not flush_lines[0].exc_info
         full[0] = False  # space returns: the next flush writes the offsets

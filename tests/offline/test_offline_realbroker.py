@@ -139,7 +139,8 @@ def test_the_stopped_broker_s_store_answers_what_the_broker_answered(run: Run) -
     admin = connect(f"store://{run.workdir}")
     try:
         assert sorted(b.broker_name for b in admin.cluster_brokers()) == ["broker-a", "broker-b"]
-        # the files tell the major version only (protocol doc §5.2 behaviour is per 4.x / 5.1.1+)
+        # the files tell the major version only (the time search differs per 4.x / 5.1.1+, ConsumeQueue.java:
+        # docs/protocol.md "Search by time")
         assert {b.version.split(".")[0] for b in admin.cluster_brokers()} == {run.version.split(".")[0]}
         assert {b.cluster for b in admin.cluster_brokers()} == {run.cluster.cluster_name}
         offline = gather(admin, run.times, run.window)

@@ -458,7 +458,7 @@ def test_spark_engine_refuses_limit(store: str, cli: Run) -> None:
 
 
 def test_auto_engine_explains_its_choice(store: str, cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mqadmin.commands.range_replay as command
+    import mqadmin.commands._engine as command
 
     args = ("rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 5), "--engine", "auto")
     r = cli(*args)

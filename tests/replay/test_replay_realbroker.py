@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from conftest import CliResult
@@ -47,6 +47,7 @@ from mqadmin.replay.sinks import (
 from tests.support import realbroker as rb
 
 Run = Callable[..., CliResult]
+T = TypeVar("T")
 
 TOPIC, COPY_TOPIC, SPARK_COPY_TOPIC = "ReplayTopic", "ReplayCopy", "ReplaySparkCopy"
 SMS, BILLING = "replay_sms", "replay_billing"
@@ -147,14 +148,20 @@ def pull_all(admin: Admin, topic: str) -> list[Message]:
     return sorted(out, key=ident)
 
 
+def poll(probe: Callable[[], T], done: Callable[[T], bool], timeout: float, interval: float = 0.1) -> T:
+    """``probe()`` until ``done`` holds for its answer or ``timeout`` s have passed; the last
+    answer either way (the caller asserts on it, so a timeout fails with what was seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = probe()
+        if done(answer) or time.monotonic() > deadline:
+            return answer
+        time.sleep(interval)
+
+
 def settled(admin: Admin, topic: str, count: int) -> list[Message]:
     """Every message of ``topic`` once there are ``count`` (the consume queues lag the commit log)."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        found = topic_messages(admin, topic)
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
+    return poll(lambda: topic_messages(admin, topic), lambda found: len(found) >= count, SETTLE_S)
 
 
 def topic_messages(admin: Admin, topic: str) -> list[Message]:
@@ -385,6 +392,20 @@ def schedule_ends(admin: Admin) -> dict[str, int]:
     return {b: admin.max_offset(MessageQueue(SCHEDULE_TOPIC, b, GROUP_DELAY_LEVEL - 1)) for b in BROKERS}
 
 
+def parked_send_backs(admin: Admin, want: list[Message], before: dict[str, int]) -> dict[str | None, Message]:
+    """Real brokers park a send-back in the delay queue of its level first (level 1: 1 s): wait
+    until each broker's holds its share of the window, and give those messages by unique key."""
+    share = {b: sum(m.broker_name == b for m in want) for b in BROKERS}
+    after = poll(
+        lambda: schedule_ends(admin), lambda ends: {b: ends[b] - before[b] for b in BROKERS} == share, SETTLE_S
+    )
+    assert {b: after[b] - before[b] for b in BROKERS} == share
+    delay_queues = {b: MessageQueue(SCHEDULE_TOPIC, b, GROUP_DELAY_LEVEL - 1) for b in BROKERS}
+    parked = {m.uniq_key: m for b in BROKERS for m in pull_range(admin, delay_queues[b], before[b], after[b])}
+    assert {m.properties["REAL_TOPIC"] for m in parked.values()} == {RETRY_PREFIX + SMS}
+    return parked
+
+
 def test_group_only_replay(side: Side, cli_proc: Run) -> None:
     """Only the named group gets the window again (in its retry topic); the other group on the
     same topic sees no new lag and no retry message, and neither group's offsets move.
@@ -406,30 +427,8 @@ def test_group_only_replay(side: Side, cli_proc: Run) -> None:
         doc = replay(cli_proc, side, *args, "--to", f"group:{SMS}", "--yes", "--slice-size", "100")
         assert doc["written"] == len(want) == 2 * BURST
 
-        if side.real:
-            # real brokers park a send-back in the delay queue of its level first (level 1: 1 s)
-            per_broker = Counter(m.broker_name for m in want)
-            deadline = time.monotonic() + SETTLE_S
-            while True:
-                delay_after = schedule_ends(admin)
-                parked_count = {b: delay_after[b] - delay_before[b] for b in BROKERS}
-                if parked_count == {b: per_broker[b] for b in BROKERS} or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            assert parked_count == {b: per_broker[b] for b in BROKERS}
-            parked = {
-                m.uniq_key: m
-                for b in BROKERS
-                for m in pull_range(
-                    admin, MessageQueue(SCHEDULE_TOPIC, b, GROUP_DELAY_LEVEL - 1), delay_before[b], delay_after[b]
-                )
-            }
-            assert {m.properties["REAL_TOPIC"] for m in parked.values()} == {RETRY_PREFIX + SMS}
-        retry: list[Message] = []
-        deadline = time.monotonic() + 60
-        while len(retry) < len(want) and time.monotonic() < deadline:
-            time.sleep(0.25)
-            retry = topic_messages(admin, RETRY_PREFIX + SMS)
+        parked = parked_send_backs(admin, want, delay_before) if side.real else {}
+        retry = poll(lambda: topic_messages(admin, RETRY_PREFIX + SMS), lambda r: len(r) >= len(want), 60, 0.25)
         delivered_after = time.monotonic() - t0
         assert len(retry) == len(want), f"{len(retry)} of {len(want)} in the retry topic after {delivered_after:.1f} s"
         by_uniq = {m.uniq_key: m for m in want}

@@ -19,7 +19,7 @@ from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
 from mqadmin.model import Message  # noqa: E402
 from mqadmin.output import Env  # noqa: E402
-from mqadmin.replay.planner import (  # noqa: E402
+from mqadmin.replay.search import (  # noqa: E402
     TimeField,
     earliest_per_queue,
     first_match_in_order,

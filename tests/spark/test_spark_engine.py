@@ -152,7 +152,7 @@ def test_executors_send_when_they_can_reach_the_broker(spark: Any, store: str) -
     finally:
         admin.close()
     flt = MessageFilter(plan.begin, plan.end)
-    got = jobs.scan(spark, plan.slices, store, flt, jobs.SEND_TOPIC, target="CopyExec").collect()
+    got = jobs.send(spark, plan.slices, store, flt, "topic", "CopyExec").collect()
     assert [(i, s["written"]) for i, s in got] == [(0, plan.total)]
     admin = connect(store, read_only=True)
     try:

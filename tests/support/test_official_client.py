@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from mqadmin import localstore
+
 from . import official_client as oc
 from . import realbroker as rb
 
@@ -147,6 +149,14 @@ def _wait_committed(cluster: rb.RealCluster, group: str, expected: dict[int, int
     raise AssertionError(f"offsets of {group} not committed within {timeout}s; want {expected}, got {rows}\n{out}")
 
 
+def _local_offsets_total(folder: Path, group: str) -> int | None:
+    """The sum of a broadcast consumer's offsets in its offsets.Json, None before it is written."""
+    if not folder.exists() or not any(folder.rglob(localstore.BOOST_FILE)):
+        return None
+    files = localstore.find_offset_files(folder, group)
+    return sum(sum(f.offsets.values()) for f in files) if files else None
+
+
 def _check_delivery(sent: list[dict[str, Any]], got: list[dict[str, Any]]) -> dict[int, int]:
     """Every sent message delivered once with its fields; returns {queue id: message count}."""
     by_id = {m["msg_id"]: m for m in got}
@@ -201,7 +211,10 @@ def test_real_broker_round_trip(version: str, provisioned: oc.Provisioned, tmp_p
             consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15)
             timings["commit_logged_s"] = round(time.monotonic() - consumer.started_at, 2)
             timings["commit_online_s"] = round(_wait_committed(cluster, GROUP, per_queue, 30), 2)
-            time.sleep(1)
+            # one more persist round (a line per queue) after the commit was seen: the consumer
+            # kept pulling from the committed offsets, and nothing came twice
+            logged = consumer.cpp_log().count("updateConsumeOffsetToBroker")
+            consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15, count=logged + len(per_queue))
             assert len(consumer.messages) == COUNT, "redelivery after commit"
             consumer.stop()
         assert consumer.of("stopping")[0]["reason"] == "signal"
@@ -227,7 +240,12 @@ def test_real_broker_round_trip(version: str, provisioned: oc.Provisioned, tmp_p
                 body="more-{i}",
             )
             tag_a = bcast.wait_for_messages(5, timeout=60)
-            time.sleep(1)
+            # its own offsets (persisted every 5 s) pass all it was sent, TagB included
+            offsets_dir = bworkdir / "home" / ".rocketmq_offsets"
+            deadline = time.monotonic() + 15
+            while (total := _local_offsets_total(offsets_dir, bgroup)) != COUNT + len(more):
+                assert time.monotonic() < deadline, f"broadcast offsets at {total}, want {COUNT + len(more)}"
+                time.sleep(0.5)
             assert len(bcast.messages) == 5
             assert {m["msg_id"] for m in tag_a} == {s["msg_id"] for s in more if s["tags"] == "TagA"}
             assert bcast.of("started")[0]["model"] == "BROADCASTING"

@@ -1,0 +1,342 @@
+"""Offsets the brokers keep, moved through the admin facade: the broker-side reset where a broker
+serves one, direct offset updates otherwise, then every planned queue read back."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from mqadmin.commands import _reset as flow
+from mqadmin.commands._common import fan_out
+from mqadmin.commands._plan import ACKED, APPLIED, UNCHANGED, UNKNOWN, PlanRow, ResetResult, applied
+
+from mqadmin import errors
+from mqadmin.model import BrokerInfo, MessageQueue
+from mqadmin.safety import OffsetBackup
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
+    from mqadmin.context import Context
+    from mqadmin.model import ConsumerConnection
+
+#: a queue of the plan: (topic, broker name, queue id)
+Key = tuple[str, str, int]
+
+#: the consume type of pull consumers (DefaultLitePullConsumer and the like)
+PULL = "CONSUME_ACTIVELY"
+
+
+class BrokerOffsets:
+    """The ``OffsetSource`` of offsets the brokers keep.
+
+    ``reset_ts``: the time a broker-side reset is asked for (-1: each queue's max offset; None:
+    exact targets only). ``explicit``: the targets are exact (restore, -o, --exact, a copy), so
+    no time-based reset is pushed to the consumers. ``cplus``: ask brokers for the C++ reset
+    body (None: when a C++ consumer is online). ``no_wait``: skip the second read-back after
+    the online clients' commit interval.
+    """
+
+    def __init__(
+        self,
+        *,
+        reset_ts: int | None = None,
+        force: bool = True,
+        explicit: bool = True,
+        cplus: bool | None = None,
+        no_wait: bool = False,
+    ) -> None:
+        self.reset_ts, self.force, self.explicit, self.cplus, self.no_wait = reset_ts, force, explicit, cplus, no_wait
+        self._reader: Admin | None = None
+        self._writer: Admin | None = None
+        self._online: ConsumerConnection | None = None
+        self.infos: dict[str, BrokerInfo] = {}
+        #: per queue, the offset it should read back at (a pushed reset's table may say otherwise)
+        self.expected: dict[Key, int] = {}
+        #: brokers that pushed the reset to online consumers; queues whose write a broker acknowledged
+        self.pushed: set[str] = set()
+        self.acked: set[Key] = set()
+
+    @property
+    def address(self) -> str:
+        assert self._reader is not None, "start() first"
+        return self._reader.address
+
+    @property
+    def admin(self) -> Admin:
+        assert self._writer is not None, "prepare() first"
+        return self._writer
+
+    def start(self, ctx: Context, result: ResetResult) -> None:
+        self._reader = ctx.admin()
+        for q in result.queues:
+            q.topic = q.topic or result.topic
+        if not result.versions:
+            result.versions = _versions(self._reader)
+
+    def check(self, ctx: Context, result: ResetResult) -> None:
+        online = self._online = _online(ctx.admin(), result.group)
+        if online is not None and online.consume_type == PULL:
+            ctx.env.warn(
+                f"group {result.group} has pull consumers online ({_ids(online)}): such clients (e.g. "
+                "DefaultLitePullConsumer) keep their offsets themselves, ignore a pushed reset and commit their own "
+                "offsets back, so they usually undo this change; stop them first"
+            )
+
+    def question(self, result: ResetResult, changed: list[PlanRow]) -> str:
+        return f"Apply to {len(changed)} queue(s) of group {result.group}?"
+
+    def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
+        admin = self._writer = ctx.admin(write=True)
+        self.infos = {b.broker_name: b for b in admin.cluster_brokers()}
+        result.versions = {name: b.version for name, b in self.infos.items()}
+        result.address = admin.address
+
+    def backup(self, result: ResetResult) -> OffsetBackup:
+        return OffsetBackup(
+            group=result.group,
+            topic=result.topic,
+            address=self.admin.address,
+            taken_at=int(time.time() * 1000),
+            reason="restoreOffset" if result.restored_from else result.action,
+            offsets=[
+                {**({"topic": q.topic} if result.multi_topic else {}), "broker": q.broker, "queue_id": q.queue_id}
+                | {"offset": q.old_offset}
+                for q in result.queues
+            ],
+            clusters=sorted({b.cluster for b in self.infos.values()}),
+            brokers={name: b.addr for name, b in sorted(self.infos.items())},
+        )
+
+    def apply(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
+        by_broker: dict[str, list[PlanRow]] = {}
+        for q in changed:
+            by_broker.setdefault(q.broker, []).append(q)
+        self.expected = {q.mq_key: q.new_offset for q in changed}
+
+        def apply(item: tuple[str, list[PlanRow]]) -> None:
+            broker, rows = item
+            try:
+                how, table = self._apply_broker(result.group, broker, rows)
+                result.method[broker] = how
+                if table is not None:
+                    self.pushed.add(broker)
+                    for mq, off in table.items():
+                        if (mq.topic, broker, mq.queue_id) in self.expected:
+                            self.expected[(mq.topic, broker, mq.queue_id)] = off
+                            self.acked.add((mq.topic, broker, mq.queue_id))
+            except errors.MqadminError as exc:
+                result.errors.append(self._error(broker, str(exc), getattr(exc, "code", None)))
+
+        fan_out(apply, sorted(by_broker.items()))
+        if not self.admin.address.startswith("mock"):
+            result.durability = (
+                "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
+                "(5 s by default) after the apply; a broker crash before then loses this change"
+            )
+
+    def _apply_broker(self, group: str, broker: str, rows: list[PlanRow]) -> tuple[str, dict[MessageQueue, int] | None]:
+        """Apply one broker's rows (of one or more topics): how, and a pushed reset's table."""
+        admin, info, reset_ts = self.admin, self.infos.get(broker), self.reset_ts
+        if info is not None and info.server_side_reset:
+            for q in rows:
+                admin.reset_offset_by_time(
+                    q.topic,
+                    group,
+                    reset_ts if reset_ts is not None else 0,
+                    True,
+                    broker_name=broker,
+                    queue_id=q.queue_id,
+                    offset=q.new_offset,
+                )
+                self.acked.add(q.mq_key)
+            return f"broker-side reset (server-side, broker {info.version})", None
+        if not self.explicit and reset_ts is not None:
+            try:
+                cpp = self.cplus if self.cplus is not None else _cpp_consumer_online(admin, group)
+                table: dict[MessageQueue, int] = {}
+                for topic in sorted({q.topic for q in rows}):  # a pushed reset names one topic
+                    table |= admin.reset_offset_by_time(
+                        topic, group, reset_ts, self.force, broker_name=broker, cplus=cpp
+                    )
+                return "broker-side reset (pushed to the online consumers)", table
+            except errors.ConsumerNotOnline:
+                how = "direct offset update (no consumer online)"
+            except errors.SystemError_ as exc:
+                # A client-push broker refuses when the group lacks an offset on one of its queues
+                # ("THe consumer group <g> not exist"); the plan still has a target for every queue.
+                if "consumer group" not in exc.remark.lower() or "not exist" not in exc.remark.lower():
+                    raise
+                how = "direct offset update (the group had no offset on some queues of this broker)"
+        else:
+            how = "direct offset update"
+        for q in rows:
+            admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
+            self.acked.add(q.mq_key)
+        return how, None
+
+    def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
+        """Read back every planned queue, on every broker (a failed apply may still have moved
+        some); with clients online, once more after their commit interval. Errors the read-back
+        shows to be harmless (a lost reply after the last write) are dropped with a warning."""
+        seen = self._watch(result)
+        self._record(result, seen)
+        online = self._online
+        if online is not None and not self.no_wait and result.verified:
+            self._recheck(ctx, result, online)
+        if result.errors and result.verified == result.planned:
+            for e in result.errors:
+                ctx.env.warn(f"{self._where(e['broker'])}: {e['message']}; the read-back shows its queues applied")
+                result.method.setdefault(e["broker"], "applied (the broker's reply was lost; verified by read-back)")
+            result.errors = []
+
+    def _read(self, group: str, keys: list[Key]) -> dict[Key, int | None]:
+        def read(k: Key) -> int | None:
+            try:
+                return self.admin.consumer_offset(group, MessageQueue(*k))
+            except errors.MqadminError:
+                return None  # unreachable, or it answered with an error: we cannot know
+
+        return dict(zip(keys, fan_out(read, keys), strict=True))
+
+    def _watch(self, result: ResetResult) -> tuple[dict[Key, int | None], set[Key]]:
+        """(where every planned queue is now, the queues seen taking a pushed reset). Pushed
+        resets get time for the clients to apply and commit them."""
+        old = {q.mq_key: q.old_offset for q in result.queues}
+
+        def taken(k: Key, v: int | None) -> bool:
+            """A pushed reset is taken when the committed offset went to the target: seen at it, or
+            (re-delivering) between it and where the consumers were, on their way forward again."""
+            want, was = self.expected[k], old.get(k)
+            if v is None:
+                return False
+            if v == want:
+                return True
+            if was is not None and want < was:
+                return want <= v < was
+            return v >= want
+
+        deadline = time.monotonic() + (flow.PUSH_VERIFY_TIMEOUT_S if self.pushed else 0)
+        keys = list(self.expected)
+        actual = self._read(result.group, keys)
+        seen = {k for k, v in actual.items() if k[1] in self.pushed and taken(k, v)}
+        waiting = [k for k in keys if k[1] in self.pushed and k not in seen]
+        if waiting:
+            while waiting and time.monotonic() < deadline:  # watch only the queues not seen taken yet
+                time.sleep(flow.PUSH_POLL_S)
+                seen |= {k for k, v in self._read(result.group, waiting).items() if taken(k, v)}
+                waiting = [k for k in waiting if k not in seen]
+            actual = self._read(result.group, keys)  # where everything is now
+        return actual, seen
+
+    def _record(self, result: ResetResult, read: tuple[dict[Key, int | None], set[Key]]) -> None:
+        """Each planned row's outcome from the read-back; an error per row not applied (unless
+        its broker failed already)."""
+        actual, seen = read
+        old = {q.mq_key: q.old_offset for q in result.queues}
+        failed_brokers = {e["broker"] for e in result.errors}
+        verified = 0
+        for q in result.queues:
+            k = q.mq_key
+            if k not in self.expected:
+                continue
+            got, want = actual[k], self.expected[k]
+            if k in seen and got != want:
+                q.outcome = f"{APPLIED} (taken by the consumers, now at {got})"
+                q.new_offset = want
+                verified += 1
+                continue
+            if got == want:
+                q.outcome = APPLIED
+                q.new_offset = want
+                verified += 1
+            elif got is None:
+                q.outcome = ACKED if k in self.acked else UNKNOWN
+            elif got == old.get(k):
+                q.outcome = UNCHANGED
+            else:
+                q.outcome = f"at {got} (planned {want})"
+            if not applied(q) and q.broker not in failed_brokers:
+                result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
+        result.verified, result.planned = verified, len(self.expected)
+
+    def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection) -> None:
+        """Read the applied queues again once the clients' commit interval has passed: a client
+        that keeps its own offsets commits them back and undoes the change."""
+        ctx.env.note(
+            f"waiting {flow.COMMIT_WAIT_S:.0f} s for the {len(online.connections)} online client(s) of group "
+            f"{result.group} to commit (their interval is 5 s by default), then reading back again; "
+            "--no-wait skips this"
+        )
+        time.sleep(flow.COMMIT_WAIT_S)
+        rows = [q for q in result.queues if applied(q)]
+        now = self._read(result.group, [q.mq_key for q in rows])
+        for q in rows:
+            got = now[q.mq_key]
+            if got is None or got == q.new_offset:
+                continue
+            old = q.old_offset if q.old_offset is not None else q.new_offset
+            if q.new_offset < old:
+                # re-delivering: consumers that took the reset move forward from it, not past where they were
+                undone = got < q.new_offset or (online.consume_type == PULL and got >= old)
+            else:
+                undone = got < q.new_offset
+            if undone:
+                q.outcome = f"undone: at {got} (committed by {_ids(online)})"
+                result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
+        result.verified = sum(1 for q in result.queues if applied(q))
+
+    def failure_line(self, result: ResetResult) -> str:
+        """Per broker, what is true now (brokers with every queue applied left out), and how to undo."""
+        counts: dict[str, dict[str, int]] = {}
+        for q in result.queues:
+            if q.outcome is not None:
+                word = q.outcome.split(" ", 1)[0]
+                per = counts.setdefault(q.broker, {})
+                per[word] = per.get(word, 0) + 1
+        done = sum(1 for q in result.queues if applied(q) or q.outcome == ACKED)
+        parts = [
+            f"{self._where(b)}: " + ", ".join(f"{n} {w}" for w, n in sorted(per.items()))
+            for b, per in sorted(counts.items())
+            if set(per) != {"applied"}
+        ]
+        head = "partly applied" if done else "not applied"
+        return f"{head} ({'; '.join(parts)}); restore with: {result.undo}"
+
+    def _where(self, broker: str) -> str:
+        """A broker's name with its address: operators know brokers by name, networks by address."""
+        info = self.infos.get(broker)
+        return f"{broker} ({info.addr})" if info is not None and info.addr else broker
+
+    def _error(self, broker: str, message: str, code: int | None) -> dict[str, Any]:
+        info = self.infos.get(broker)
+        return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
+
+
+def _versions(admin: Admin) -> dict[str, str]:
+    """Broker name -> version (empty when the cluster cannot say)."""
+    try:
+        return {b.broker_name: b.version for b in admin.cluster_brokers()}
+    except errors.MqadminError:
+        return {}
+
+
+def _online(admin: Admin, group: str) -> ConsumerConnection | None:
+    """The group's online clients, None when nobody is online (or it cannot be asked)."""
+    try:
+        conn = admin.consumer_connections(group)
+    except errors.MqadminError:
+        return None
+    return conn if conn.connections else None
+
+
+def _ids(online: ConsumerConnection) -> str:
+    return ", ".join(sorted(c.client_id for c in online.connections))
+
+
+def _cpp_consumer_online(admin: Admin, group: str) -> bool:
+    """C++ consumers decode only the array form of a pushed reset, which brokers send when the
+    admin request says it comes from C++; so ask for it when one of them is online."""
+    try:
+        return any(c.language == "CPP" for c in admin.consumer_connections(group).connections)
+    except errors.BrokerError:
+        return False

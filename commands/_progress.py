@@ -1,0 +1,266 @@
+"""consumerProgress's results: one group per queue, or one line per group, as a table, JSON,
+the Java tool's text and Prometheus exposition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import Any
+
+from mqadmin.commands._common import time_fields
+
+from mqadmin.output import ResultBase, Table
+from mqadmin.timeparse import format_duration, format_java
+
+CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
+#: the Java tool's printf layouts (ConsumerProgressSubCommand, tools 4.9.7 and 5.3.3), kept as its
+#: format strings so --output java can be checked against them by eye
+JAVA_GROUPS_HEAD = "%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s"
+JAVA_GROUPS_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d"
+
+
+@dataclass
+class ProgressRow:
+    topic: str
+    broker: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    pull_offset: int
+    last_timestamp: int
+    #: age of the oldest unconsumed message: 0 when caught up, None when it cannot be read
+    lag_time_ms: int | None
+
+    @property
+    def diff(self) -> int:
+        return self.broker_offset - self.consumer_offset
+
+    @property
+    def inflight(self) -> int:
+        return max(self.pull_offset - self.consumer_offset, 0)
+
+
+@dataclass
+class GroupProgress(ResultBase):
+    group: str
+    tps: float
+    queues: list[ProgressRow]
+    tz: tzinfo | None = None
+    check_failure: str | None = None
+    #: read from a stopped broker's store: there is no consume rate to show
+    offline: bool = False
+    #: fetched only for --output java/prometheus: the Java tool's layout generation, clients, clusters
+    extra: ProgressExtra | None = None
+    #: --watch: each queue's Diff at the previous refresh
+    previous: dict[tuple[str, str, int], int] | None = None
+
+    @property
+    def diff_total(self) -> int:
+        return sum(q.diff for q in self.queues)
+
+    def note_previous(self, before: GroupProgress) -> None:
+        self.previous = {(q.topic, q.broker, q.queue_id): q.diff for q in before.queues}
+
+    def _change(self, q: ProgressRow) -> int | None:
+        if self.previous is None or (q.topic, q.broker, q.queue_id) not in self.previous:
+            return None
+        return q.diff - self.previous[(q.topic, q.broker, q.queue_id)]
+
+    def java_text(self) -> str:
+        """The Java tool's ``consumerProgress -g`` text (4.x layout on 4.x brokers, else 5.x)."""
+        v5 = self.extra is None or self.extra.v5
+        if v5:
+            head = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s"
+            row = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s"
+            names: tuple[str, ...] = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
+            names += ("#Diff", "#Inflight")
+        else:
+            head = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s"
+            row = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s"
+            names = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff")
+        lines = [head % (*names, "#LastTime")]
+        for q in self.queues:
+            last = format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A"
+            values = (q.topic[:64], q.broker[:32], q.queue_id, q.broker_offset, q.consumer_offset, q.diff)
+            lines.append(row % (*values, *((q.inflight,) if v5 else ()), last))
+        lines += ["", f"Consume TPS: {self.tps:.2f}"]
+        if v5:
+            lines += [
+                f"Consume Diff Total: {self.diff_total}",
+                f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
+            ]
+        else:
+            lines.append(f"Diff Total: {self.diff_total}")
+        return "\n".join(lines) + "\n"
+
+    def prometheus_text(self) -> str:
+        from mqadmin.prometheus import group_exposition
+
+        extra = self.extra or ProgressExtra()
+        return group_exposition(
+            self.to_json(), online=extra.online, model=extra.model, clusters=extra.clusters, read_at_ms=extra.read_at_ms
+        ).text()
+
+    @property
+    def lag_time_ms(self) -> int | None:
+        return max_lag([q.lag_time_ms for q in self.queues])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "tps": None if self.offline else round(self.tps, 2),
+            "diff_total": self.diff_total,
+            "lag_time_ms": self.lag_time_ms,
+            "queues": [
+                {
+                    "topic": q.topic,
+                    "broker": q.broker,
+                    "queue_id": q.queue_id,
+                    "broker_offset": q.broker_offset,
+                    "consumer_offset": q.consumer_offset,
+                    "diff": q.diff,
+                    "inflight": q.inflight,
+                    **time_fields("last_timestamp", q.last_timestamp or None, self.tz),
+                    "lag_time_ms": q.lag_time_ms,
+                    **({"diff_change": self._change(q)} if self.previous is not None else {}),
+                }
+                for q in self.queues
+            ],
+        }
+
+    def table(self) -> Table:
+        columns = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "Inflight"]
+        columns += ["LastTime", "Lag Time"] + (["Change"] if self.previous is not None else [])
+        rows = [
+            [
+                q.topic,
+                q.broker,
+                q.queue_id,
+                q.broker_offset,
+                q.consumer_offset,
+                q.diff,
+                q.inflight,
+                format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
+                format_duration(q.lag_time_ms),
+            ]
+            + ([signed(self._change(q))] if self.previous is not None else [])
+            for q in self.queues
+        ]
+        footer = [
+            "Consume TPS: n/a (offline store)" if self.offline else f"Consume TPS: {self.tps:.2f}",
+            f"Consume Diff Total: {self.diff_total}",
+            f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
+            lag_line(self.lag_time_ms),
+        ]
+        return Table(columns, rows, title=f"Consumer group {self.group}", footer=footer)
+
+
+@dataclass
+class GroupSummary:
+    group: str
+    count: int
+    version: str
+    type: str
+    model: str
+    tps: float
+    diff_total: int
+    lag_time_ms: int | None = None
+
+
+@dataclass
+class ProgressExtra:
+    """What only --output java/prometheus show, read only when asked for."""
+
+    v5: bool = True
+    online: int = 0
+    model: str = "CLUSTERING"
+    clusters: dict[str, str] = field(default_factory=dict)
+    read_at_ms: int = 0
+
+
+@dataclass
+class AllGroupsProgress(ResultBase):
+    groups: list[GroupSummary] = field(default_factory=list)
+    check_failure: str | None = None
+    read_at_ms: int = 0
+    #: --watch: each group's Diff Total at the previous refresh
+    previous: dict[str, int] | None = None
+
+    def note_previous(self, before: AllGroupsProgress) -> None:
+        self.previous = {g.group: g.diff_total for g in before.groups}
+
+    def _change(self, g: GroupSummary) -> int | None:
+        if self.previous is None or g.group not in self.previous:
+            return None
+        return g.diff_total - self.previous[g.group]
+
+    def java_text(self) -> str:
+        """The Java tool's ``consumerProgress`` (all groups) text; TPS as a whole number, as it prints."""
+        lines = [JAVA_GROUPS_HEAD % ("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")]
+        for g in self.groups:
+            values = (g.group[:64], g.count, g.version, g.type, g.model, int(g.tps), g.diff_total)
+            lines.append(JAVA_GROUPS_ROW % values)
+        return "\n".join(lines) + "\n"
+
+    def prometheus_text(self) -> str:
+        from mqadmin.prometheus import groups_exposition
+
+        return groups_exposition(self.to_json()["groups"], read_at_ms=self.read_at_ms).text()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "groups": [
+                {
+                    "group": g.group,
+                    "count": g.count,
+                    "version": g.version,
+                    "type": g.type,
+                    "model": g.model,
+                    "tps": round(g.tps, 2),
+                    "diff_total": g.diff_total,
+                    "lag_time_ms": g.lag_time_ms,
+                    **({"diff_change": self._change(g)} if self.previous is not None else {}),
+                }
+                for g in self.groups
+            ]
+        }
+
+    def table(self) -> Table:
+        columns = ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total", "Lag Time"]
+        columns += ["Change"] if self.previous is not None else []
+        rows: list[list[Any]] = [
+            [g.group, g.count, g.version, g.type, g.model, int(g.tps), g.diff_total, format_duration(g.lag_time_ms)]
+            + ([signed(self._change(g))] if self.previous is not None else [])
+            for g in self.groups
+        ]
+        return Table(columns, rows, title="Consumer groups")
+
+
+def max_lag(lags: list[int | None]) -> int | None:
+    """The largest known lag; None only when some queue is behind and none could be read."""
+    known = [x for x in lags if x is not None]
+    if known:
+        return max(known)
+    return None if lags else 0
+
+
+def signed(change: int | None) -> str:
+    return "-" if change is None else f"{change:+d}" if change else "0"
+
+
+def lag_line(lag_ms: int | None) -> str:
+    if lag_ms is None:
+        return "Lag Time: unknown (no store time could be read for the unconsumed messages)"
+    return f"Lag Time: {format_duration(lag_ms)} (age of the oldest unconsumed message)"
+
+
+def breaches_of(group: str, diff: int, lag_ms: int | None, max_lag: int | None, max_lag_time: int | None) -> list[str]:
+    """A lag time that cannot be read fails --max-lag-time: a check must not pass unverified."""
+    out = []
+    if max_lag is not None and diff > max_lag:
+        out.append(f"{group}: Diff Total {diff} > --max-lag {max_lag}")
+    if max_lag_time is not None and lag_ms is None:
+        out.append(f"{group}: lag time unknown (no store time readable), so --max-lag-time cannot pass")
+    elif max_lag_time is not None and lag_ms is not None and lag_ms > max_lag_time:
+        out.append(f"{group}: lag {format_duration(lag_ms)} > --max-lag-time {format_duration(max_lag_time)}")
+    return out

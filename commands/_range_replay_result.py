@@ -1,0 +1,201 @@
+"""rangeReplay's result: the plan per queue and what the replay read and wrote, in every format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqadmin.commands._common import time_fields
+
+from mqadmin.output import ResultBase, Table
+from mqadmin.timeparse import format_time
+
+if TYPE_CHECKING:
+    from mqadmin.replay.local import ReplayOutcome
+    from mqadmin.replay.planner import Plan
+
+
+@dataclass
+class ReplayQueueRow:
+    broker: str
+    queue_id: int
+    start_offset: int
+    end_offset: int
+    messages: int
+    matched: int | None = None
+    written: int | None = None
+    missing: int = 0
+
+
+@dataclass
+class RangeReplayResult(ResultBase):
+    topic: str
+    begin: int
+    end: int
+    to: str
+    engine: str
+    dry_run: bool
+    queues: list[ReplayQueueRow]
+    slices: int
+    tag: str | None = None
+    key: str | None = None
+    limit: int | None = None
+    checkpoint: str | None = None
+    resumed_slices: int = 0
+    #: written and matched by earlier runs of a resumed replay (already in the file, or already
+    #: on an earlier run's stdout / sent), so the summary can say what this run did
+    written_before: int = 0
+    matched_before: int = 0
+    complete: bool = False
+    elapsed_ms: int | None = None
+    bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+    tz: tzinfo | None = None
+    #: the records went to stdout, so the CLI prints this summary on stderr
+    stdout_used: bool = False
+
+    @property
+    def total(self) -> int:
+        return sum(q.messages for q in self.queues)
+
+    @property
+    def written(self) -> int | None:
+        return None if self.dry_run else sum(q.written or 0 for q in self.queues)
+
+    @property
+    def matched(self) -> int | None:
+        return None if self.dry_run else sum(q.matched or 0 for q in self.queues)
+
+    @property
+    def written_this_run(self) -> int | None:
+        return None if self.dry_run else (self.written or 0) - self.written_before
+
+    def _rate(self, amount: int | None) -> float | None:
+        if amount is None or not self.elapsed_ms:
+            return None
+        return round(amount / (self.elapsed_ms / 1000), 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            **time_fields("begin", self.begin, self.tz),
+            **time_fields("end", self.end, self.tz),
+            "to": self.to,
+            "engine": self.engine,
+            "dry_run": self.dry_run,
+            "tag": self.tag,
+            "key": self.key,
+            "limit": self.limit,
+            "checkpoint": self.checkpoint,
+            "slices": self.slices,
+            "resumed_slices": self.resumed_slices,
+            "complete": self.complete,
+            "total_messages": self.total,
+            "matched": self.matched,
+            "written": self.written,
+            "written_this_run": self.written_this_run,
+            "bytes": self.bytes,
+            "elapsed_ms": self.elapsed_ms,
+            "msgs_per_s": self._rate(None if self.matched is None else self.matched - self.matched_before),
+            "bytes_per_s": self._rate(self.bytes),
+            "notes": self.notes,
+            "queues": [
+                {
+                    "broker": q.broker,
+                    "queue_id": q.queue_id,
+                    "start_offset": q.start_offset,
+                    "end_offset": q.end_offset,
+                    "messages": q.messages,
+                    "matched": q.matched,
+                    "written": q.written,
+                    "missing": q.missing,
+                }
+                for q in self.queues
+            ],
+        }
+
+    def table(self) -> Table:
+        columns = ["Broker", "QID", "Start Offset", "End Offset", "Messages"]
+        if not self.dry_run:
+            columns += ["Matched", "Written"]
+        rows: list[list[Any]] = []
+        for q in self.queues:
+            row: list[Any] = [q.broker, q.queue_id, q.start_offset, q.end_offset, q.messages]
+            if not self.dry_run:
+                row += [q.matched, q.written]
+            rows.append(row)
+        footer = [
+            f"Window: [{format_time(self.begin, self.tz)}, {format_time(self.end, self.tz)}) by store time "
+            f"({self.begin} .. {self.end})",
+            f"Plan: {self.total} message(s) in {self.slices} slice(s)" + (", dry run" if self.dry_run else ""),
+        ]
+        if not self.dry_run:
+            verb = {"topic": "Sent", "group": "Re-delivered"}.get(self.to.split(":", 1)[0], "Wrote")
+            line = f"{verb} {self.written_this_run} message(s) to {self.to} with the {self.engine} engine"
+            if self.elapsed_ms is not None:
+                rate = self._rate((self.matched or 0) - self.matched_before)
+                line += f" in {self.elapsed_ms / 1000:.1f} s" + (f" ({rate:,.0f} msg/s)" if rate else "")
+            if self.written_before:
+                line += f"; {self.written_before} more by the earlier run(s)"
+                if self.to.split(":", 1)[0] in ("jsonl", "parquet"):
+                    line += f" (the file holds all {self.written})"
+            footer.append(line)
+        footer += self.notes
+        return Table(columns, rows, title=f"Replay of topic {self.topic}", footer=footer)
+
+
+def plan_result(
+    plan: Plan,
+    target: str,
+    engine: str,
+    dry_run: bool,
+    tag: str | None,
+    key: str | None,
+    limit: int | None,
+    cp_path: Path | None,
+    tz: tzinfo | None,
+) -> RangeReplayResult:
+    """The result of a planned replay, before anything is read: one row per planned queue."""
+    rows = [ReplayQueueRow(r.broker, r.queue_id, r.start, r.end, r.count) for r in plan.ranges]
+    return RangeReplayResult(
+        topic=plan.topic,
+        begin=plan.begin,
+        end=plan.end,
+        to=target,
+        engine=engine,
+        dry_run=dry_run,
+        queues=rows,
+        slices=len(plan.slices),
+        tag=tag,
+        key=key,
+        limit=limit,
+        checkpoint=str(cp_path) if cp_path else None,
+        tz=tz,
+    )
+
+
+def apply_stats(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], outcome: ReplayOutcome | None) -> None:
+    """Per-queue totals from per-slice stats."""
+    rows = {(q.broker, q.queue_id): q for q in result.queues}
+    for q in result.queues:
+        q.matched, q.written = 0, 0
+    total_bytes = 0
+    for s in plan.slices:
+        st = stats.get(s.index)
+        if st is None:
+            continue
+        row = rows[(s.broker, s.queue_id)]
+        row.matched = (row.matched or 0) + st.matched
+        row.written = (row.written or 0) + st.written
+        row.missing += st.missing
+        total_bytes += st.bytes
+    result.bytes = total_bytes
+    missing = sum(q.missing for q in result.queues)
+    if missing:
+        result.notes.append(f"{missing} message(s) of the plan were deleted by retention before they were read.")
+    if outcome is not None:
+        result.complete = outcome.complete
+        result.resumed_slices = outcome.resumed
+        result.elapsed_ms = int(outcome.elapsed * 1000)

@@ -1,0 +1,216 @@
+"""Broker handlers for admin tools: topics, groups, stats and the broker's runtime info."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from mqadmin import fastjson, names
+from mqadmin.mock.server.broker import MAX_QUEUE_NUMS, data_version
+from mqadmin.mock.server.role import DEFAULT_NEW_TOPIC_QUEUES, PERM_READ_WRITE, bad
+from mqadmin.model import MessageQueue
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import ResponseCode, version_name
+
+if TYPE_CHECKING:
+    from mqadmin.mock.server.broker import BrokerRole
+    from mqadmin.mock.server.connection import Connection
+
+#: queues a per-queue request (topic stats) reads under the server lock before letting others in
+LOCK_SLICE_QUEUES: Final = 64
+
+_GROUP_DEFAULTS_V5: Final[Mapping[str, Any]] = {
+    "attributes": {},
+    "consumeMessageOrderly": False,
+    "consumeTimeoutMinute": 15,
+    "groupRetryPolicy": {"type": "CUSTOMIZED"},
+    "groupSysFlag": 0,
+}
+
+
+# -- topics and groups -------------------------------------------------------------------------
+
+
+def create_topic(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC (what ``mqadmin updateTopic`` sends), so Java tools can set up tests."""
+    topic = role.str_field(req, "topic")
+    role.check_topic(topic)
+    read = role.int_field(req, "readQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
+    write = role.int_field(req, "writeQueueNums", read)
+    perm = role.int_field(req, "perm", PERM_READ_WRITE)
+    for field_name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+        if not 0 <= value <= MAX_QUEUE_NUMS:
+            raise bad(
+                ResponseCode.INVALID_PARAMETER,
+                f"{field_name} {value} is out of range: the mock broker allows 0..{MAX_QUEUE_NUMS} queues",
+            )
+    if not 0 <= perm <= PERM_READ_WRITE | 0x1:
+        raise bad(ResponseCode.INVALID_PARAMETER, f"perm {perm} is not a permission (0..7)")
+    with role.lock:
+        role.broker.create_topic(topic, read, write, perm)
+    return role.reply(req)
+
+
+def create_group(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group gets the broker's default config."""
+    try:
+        data = fastjson.loads(req.body)
+        group = str(data["groupName"])
+    except (ValueError, KeyError, TypeError):
+        raise bad(ResponseCode.SYSTEM_ERROR, "the request body is not a SubscriptionGroupConfig") from None
+    problem = names.group_problem(group)
+    if problem:  # AdminBrokerProcessor.updateAndCreateSubscriptionGroup (TopicValidator.validateGroup)
+        raise bad(ResponseCode.INVALID_PARAMETER, problem)
+    with role.lock:
+        role.broker.ensure_group(group)
+    return role.reply(req)
+
+
+def subscription_groups(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    with role.lock:
+        groups = {name: dict(cfg) for name, cfg in sorted(role.broker.groups.items())}
+    if role.server.v5:
+        for cfg in groups.values():
+            for key, default in _GROUP_DEFAULTS_V5.items():
+                cfg.setdefault(key, default)
+    doc: dict[str, Any] = {"dataVersion": data_version()}
+    if role.server.v5:
+        doc["forbiddenTable"] = {}
+    doc["subscriptionGroupTable"] = {name: dict(sorted(cfg.items())) for name, cfg in groups.items()}
+    ext = {"totalGroupNum": len(groups)} if role.server.v >= (5, 3) else None
+    return role.reply(req, ext=ext, body=fastjson.dumps(doc).encode())
+
+
+def topic_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """GET_TOPIC_CONFIG (5.x only): the topic's config, as the 5.x Java tool reads it."""
+    if not role.server.v5:
+        return role.reply(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+    topic = role.str_field(req, "topic")
+    with role.lock:
+        cfg = role.broker.topic_config(topic)
+        if cfg is None:
+            raise bad(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        doc = {"attributes": {}, **{k: v for k, v in sorted(cfg.items()) if k != "attributes"}}
+    return role.reply(req, body=fastjson.dumps(dict(sorted(doc.items()))).encode())
+
+
+def consume_by_who(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic = role.str_field(req, "topic")
+    with role.lock:
+        groups = {g for g, members in role.broker.clients.items() for c in members.values() if topic in c.subscriptions}
+        groups |= {k.partition("@")[2] for k in role.broker.offsets if k.partition("@")[0] == topic}
+    return role.reply(req, body=fastjson.dumps({"groupList": sorted(groups)}).encode())
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+
+def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic = role.str_field(req, "topic")
+    table: dict[MessageQueue, dict[str, int]] = {}
+    with role.lock:
+        cfg = role.broker.topic_config(topic)
+        if cfg is None:
+            raise bad(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        queues = int(cfg["writeQueueNums"])
+    for first in range(0, queues, LOCK_SLICE_QUEUES):
+        # A slice at a time: a wide topic must not keep a route request waiting for all of it.
+        with role.lock:
+            for qid in range(first, min(first + LOCK_SLICE_QUEUES, queues)):
+                lo, hi = role.broker.min_offset(topic, qid), role.broker.max_offset(topic, qid)
+                last = role.broker.store_time_at(topic, qid, hi - 1) if hi > 0 else None
+                table[MessageQueue(topic, role.name, qid)] = {
+                    "lastUpdateTimestamp": last or 0,
+                    "maxOffset": max(hi, 0),
+                    "minOffset": max(lo, 0),
+                }
+    doc = {"offsetTable": table, "topicPutTps": 0.0}
+    return role.reply(req, body=fastjson.dumps(doc).encode())
+
+
+def consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    group = role.str_field(req, "consumerGroup")
+    topic_list = [t for t in (req.ext_str("topicList") or "").split(";") if t]
+    topics: list[str | None] = list(topic_list) or [req.ext_str("topic") or None]
+    table: dict[MessageQueue, dict[str, int]] = {}
+    tps = 0.0
+    with role.lock:
+        for topic in topics:
+            stats = role.broker.consume_stats(group, topic)
+            tps += stats.consume_tps
+            for mq, w in stats.offsets.items():
+                row = {
+                    "brokerOffset": w.broker_offset,
+                    "consumerOffset": w.consumer_offset,
+                    "lastTimestamp": w.last_timestamp,
+                }
+                if role.server.v >= (5, 1):
+                    row["pullOffset"] = w.pull_offset
+                table[mq] = row
+    doc = {"consumeTps": tps, "offsetTable": dict(sorted(table.items()))}
+    return role.reply(req, body=fastjson.dumps(doc).encode())
+
+
+def broker_consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """GET_BROKER_CONSUME_STATS: a ConsumeStatsList of every subscription group.
+
+    The body can hold tens of thousands of queues, so it is written here piece by piece in
+    fastjson's layout (sorted fields, queue objects as keys) rather than through a document.
+    """
+    is_order = role.str_field(req, "isOrder").strip().lower() == "true"  # Boolean.parseBoolean
+    with_pull = role.server.v >= (5, 1)
+    with role.lock:
+        groups = role.broker.broker_consume_stats(is_order)
+    keys: dict[MessageQueue, str] = {}
+    parts: list[str] = []
+    total_diff = total_inflight = 0
+    for group, per_topic in groups:
+        stats_json = []
+        for stats in per_topic:
+            rows = []
+            for mq, w in stats.offsets.items():
+                key = keys.get(mq)
+                if key is None:
+                    key = keys[mq] = fastjson.dumps(mq)
+                pull = f',"pullOffset":{w.pull_offset}' if with_pull else ""
+                rows.append(
+                    f'{key}:{{"brokerOffset":{w.broker_offset},"consumerOffset":{w.consumer_offset},'
+                    f'"lastTimestamp":{w.last_timestamp}{pull}}}'
+                )
+                total_diff += w.broker_offset - w.consumer_offset
+                total_inflight += (w.pull_offset if with_pull else 0) - w.consumer_offset
+            tps = fastjson.java_double(stats.consume_tps)
+            stats_json.append(f'{{"consumeTps":{tps},"offsetTable":{{{",".join(rows)}}}}}')
+        parts.append(f"{{{fastjson.dumps(group)}:[{','.join(stats_json)}]}}")
+    body = (
+        f'{{"brokerAddr":{fastjson.dumps(role.broker.addr)},"consumeStatsList":[{",".join(parts)}],'
+        f'"totalDiff":{total_diff},"totalInflightDiff":{total_inflight}}}'
+    )
+    return role.reply(req, body=body.encode())
+
+
+# -- the broker --------------------------------------------------------------------------------
+
+
+def runtime_info(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """A KVTable like the broker's; the remoting backend learns the version from it."""
+    stats = role.server.stats()
+    uptime_s = int(time.monotonic() - role.server.started_monotonic)
+    days, rest = divmod(uptime_s, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    with role.lock:
+        commitlog_max = role.broker.store.commitlog.write_position()
+        commitlog_min = role.broker.store.commitlog.min_offset
+    table = {
+        "bootTimestamp": str(role.server.started_ms),
+        "brokerVersion": str(role.ordinal),
+        "brokerVersionDesc": version_name(role.ordinal),
+        "commitLogMaxOffset": str(commitlog_max),
+        "commitLogMinOffset": str(commitlog_min),
+        "msgGetTotalTodayNow": str(stats.get("pulls", 0)),
+        "msgPutTotalTodayNow": str(stats.get("messages_stored", 0)),
+        "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
+    }
+    return role.reply(req, body=fastjson.dumps({"table": table}).encode())

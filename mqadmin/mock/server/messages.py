@@ -1,0 +1,390 @@
+"""Broker handlers for messages: send (single, V2, batch), pull (with long polling), view, send back."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from mqadmin import errors, names
+from mqadmin.message import encode_message, format_properties, parse_properties
+from mqadmin.mock.model import PullOutcome
+from mqadmin.mock.server.role import (
+    DEFAULT_NEW_TOPIC_QUEUES,
+    DEFAULT_TOPIC_QUEUES,
+    MASTER_ID,
+    PERM_READ,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    bad,
+)
+from mqadmin.mock.store import StoreWriteFailed
+from mqadmin.model import Message
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from mqadmin.mock.server.broker import BrokerRole
+    from mqadmin.mock.server.connection import Connection
+
+MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+#: message properties are written with a 2-byte length (the broker's PROPERTIES_SIZE_EXCEEDED)
+MAX_PROPERTIES_SIZE: Final = 32767
+#: clients wait 30 s for a pull they ask the broker to hold 15 s; never hold longer than that
+MAX_SUSPEND_MS: Final = 15_000
+DEFAULT_MAX_RECONSUME_TIMES: Final = 16
+
+# PULL_MESSAGE sysFlag bits (common: PullSysFlag.java)
+PULL_COMMIT_OFFSET: Final = 0x1
+PULL_SUSPEND: Final = 0x2
+PULL_SUBSCRIPTION: Final = 0x4
+
+SUBSCRIBE_ALL: Final = "*"
+TAG_SEPARATOR: Final = "||"
+EXPRESSION_TAG: Final = "TAG"
+EXPRESSION_SQL92: Final = "SQL92"
+
+#: SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE one-letter keys -> SEND_MESSAGE names
+#: (remoting: SendMessageRequestHeaderV2.java)
+SEND_V2_KEYS: Final[Mapping[str, str]] = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+
+#: properties the broker stamps on stored messages (seen on real 4.9.8 and 5.3.3 brokers)
+PROPERTY_CLUSTER: Final = "CLUSTER"
+PROPERTY_WAIT: Final = "WAIT"
+V5_STORED_PROPERTIES: Final[Mapping[str, str]] = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+
+_BATCH_HEAD: Final = 20  # totalSize, magic, bodyCRC, flag, bodyLen
+
+#: (flag, body, properties) of one message to store
+_Item = tuple[int, bytes, dict[str, str]]
+
+
+@dataclass
+class PullParams:
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_nums: int
+    sys_flag: int
+    tags: set[str] | None
+
+
+# -- send --------------------------------------------------------------------------------------
+
+
+def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    if req.code == RequestCode.SEND_MESSAGE:
+        header = dict(req.ext_fields)
+    else:
+        header = {SEND_V2_KEYS.get(k, k): v for k, v in req.ext_fields.items()}
+    probe = RemotingCommand(code=req.code, ext_fields=header)
+    topic = role.str_field(probe, "topic")
+    role.check_topic(topic)
+    qid = role.int_field(probe, "queueId", -1)
+    sys_flag = role.int_field(probe, "sysFlag", 0)
+    born = role.int_field(probe, "bornTimestamp", 0, long=True)
+    reconsume = role.int_field(probe, "reconsumeTimes", 0)
+    role.int_field(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
+    items = _send_items(role, req, probe, header)
+    with role.lock:
+        qid = _pick_queue(role, conn, probe, topic, qid)
+        stored = [
+            _put(
+                role,
+                Message(
+                    topic=topic,
+                    body=body,
+                    properties=props,
+                    flag=flag,
+                    queue_id=qid,
+                    sys_flag=sys_flag,
+                    born_timestamp=born,
+                    born_host=conn.peer,
+                    reconsume_times=reconsume,
+                ),
+            )
+            for flag, body, props in items
+        ]
+    role.server.count("messages_stored", len(stored))
+    role.server.long_polling.message_arrived(role.name, topic, qid)
+    ext: dict[str, object] = {
+        "msgId": ",".join(m.msg_id for m in stored),
+        "queueId": qid,
+        "queueOffset": stored[0].queue_offset,
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
+    uniq = stored[0].uniq_key if len(stored) == 1 else None
+    if uniq and role.server.v5:  # 4.x leaves it out for plain messages
+        ext["transactionId"] = uniq
+    return role.reply(req, ext=ext)
+
+
+def _send_items(role: BrokerRole, req: RemotingCommand, probe: RemotingCommand, header: dict[str, Any]) -> list[_Item]:
+    """The messages of a send, each checked against the broker's size limits."""
+    # Stored as Java stores them: UTF-8, a lone surrogate as "?"
+    props = parse_properties((header.get("properties") or "").encode("utf-8", "replace").decode("utf-8"))
+    if req.code == RequestCode.SEND_BATCH_MESSAGE:
+        items = [(flag, body, {**props, **own}) for flag, body, own in _split_batch(req.body)]
+    else:
+        items = [(role.int_field(probe, "flag", 0), req.body, props)]
+    if not items:
+        raise bad(ResponseCode.MESSAGE_ILLEGAL, "the message batch is empty")
+    for _, body, message_props in items:
+        if len(body) > MAX_MESSAGE_SIZE:
+            raise bad(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE}")
+        if len(format_properties(message_props).encode()) > MAX_PROPERTIES_SIZE:
+            # SendMessageProcessor.handlePutMessageResult, PROPERTIES_SIZE_EXCEEDED
+            raise bad(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "the message is illegal, maybe msg body or properties length not matched. "
+                f"msg body length limit {MAX_MESSAGE_SIZE}B, msg properties length limit 32KB.",
+            )
+    return items
+
+
+def _pick_queue(role: BrokerRole, conn: Connection, probe: RemotingCommand, topic: str, qid: int) -> int:
+    """The queue a send goes to (``qid``, or a random writable one); the topic is created if
+    unknown. Under the lock."""
+    cfg = role.broker.topic_config(topic)
+    if cfg is None:
+        # autoCreateTopicEnable: the topic takes the producer's default queue count
+        wanted = role.int_field(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
+        role.broker.create_topic(topic, min(max(wanted, 1), DEFAULT_TOPIC_QUEUES))
+        cfg = role.existing_topic_config(topic)
+    if not int(cfg.get("perm", PERM_READ_WRITE)) & PERM_WRITE:
+        raise bad(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+    write_queues = int(cfg["writeQueueNums"])
+    if qid >= max(write_queues, int(cfg["readQueueNums"])) or (qid < 0 and write_queues <= 0):
+        # AbstractSendMessageProcessor.msgCheck
+        raise bad(
+            ResponseCode.INVALID_PARAMETER,
+            f"request queueId[{qid}] is illegal, {_topic_config_text(cfg)} Producer: {conn.peer}",
+        )
+    return random.randrange(write_queues) if qid < 0 else qid
+
+
+def _put(role: BrokerRole, msg: Message) -> Message:
+    """Store one message with the properties the broker stamps on it. Under the lock."""
+    props = msg.properties
+    props.setdefault(PROPERTY_CLUSTER, role.broker.cluster)
+    if role.server.v5:
+        for key, value in V5_STORED_PROPERTIES.items():
+            props.setdefault(key, value)
+    else:
+        props.pop(PROPERTY_WAIT, None)  # 4.x does not store it
+    try:
+        return role.broker.put_message(msg)
+    except StoreWriteFailed as exc:
+        raise role.store_unavailable(exc) from None
+
+
+def _split_batch(data: bytes) -> list[_Item]:
+    """SEND_BATCH_MESSAGE body: per message its size, magic, body CRC, flag, body length, body,
+    then a 2-byte properties length and the properties (common: MessageDecoder.encodeMessages)."""
+    out: list[_Item] = []
+    pos = 0
+    try:
+        while pos < len(data):
+            size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+            flag = int.from_bytes(data[pos + 12 : pos + 16], "big", signed=True)
+            body_len = int.from_bytes(data[pos + 16 : pos + 20], "big", signed=True)
+            body_end = pos + _BATCH_HEAD + body_len
+            props_len = int.from_bytes(data[body_end : body_end + 2], "big", signed=False)
+            props = data[body_end + 2 : body_end + 2 + props_len].decode("utf-8", "replace")
+            if size < _BATCH_HEAD + 2 or body_len < 0 or body_end + 2 + props_len > len(data):
+                raise ValueError("truncated")
+            out.append((flag, data[pos + _BATCH_HEAD : body_end], parse_properties(props)))
+            pos += size
+    except ValueError:
+        raise bad(ResponseCode.MESSAGE_ILLEGAL, "the batch body is not a list of encoded messages") from None
+    return out
+
+
+def _topic_config_text(cfg: Mapping[str, Any]) -> str:
+    """TopicConfig.toString, as the broker puts it into refusals."""
+    return (
+        f"TopicConfig [topicName={cfg.get('topicName')}, readQueueNums={cfg.get('readQueueNums')}, "
+        f"writeQueueNums={cfg.get('writeQueueNums')}, perm={cfg.get('perm')}, "
+        f"topicFilterType={cfg.get('topicFilterType', 'SINGLE_TAG')}, topicSysFlag={cfg.get('topicSysFlag', 0)}, "
+        f"order={str(cfg.get('order', False)).lower()}]"
+    )
+
+
+# -- pull --------------------------------------------------------------------------------------
+
+
+def pull(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand | None:
+    """PULL_MESSAGE, the store's status mapped to a reply code as the broker does; PULL_NOT_FOUND
+    with SUSPEND is held (long polling) until a message arrives or the suspend time ends."""
+    params = PullParams(
+        group=role.str_field(req, "consumerGroup"),
+        topic=role.str_field(req, "topic"),
+        queue_id=role.int_field(req, "queueId"),
+        offset=role.int_field(req, "queueOffset", long=True),
+        max_nums=max(role.int_field(req, "maxMsgNums", 32), 1),
+        sys_flag=role.int_field(req, "sysFlag", 0),
+        tags=None,
+    )
+    # PullMessageProcessor: a group that cannot exist, then a topic that cannot exist
+    role.check_group(params.group, f"subscription group [{params.group}] does not exist,")
+    if names.topic_problem(params.topic):
+        remark = f"topic[{params.topic}] not exist, apply first please!"
+        raise bad(ResponseCode.TOPIC_NOT_EXIST, role.server.faq(remark))
+    role.server.count("pulls")
+    with role.lock:
+        _check_readable(role, conn, params)
+        params.tags = _pull_filter(role, req, params)
+        if params.sys_flag & PULL_COMMIT_OFFSET:
+            # Before the read, so a pending server-side reset wins over the client's stale offset.
+            _commit_on_pull(role, params, role.int_field(req, "commitOffset", -1, long=True))
+        outcome = _read(role, params)
+    suspend_ms = min(role.int_field(req, "suspendTimeoutMillis", 0, long=True), MAX_SUSPEND_MS)
+    if (
+        pull_code(outcome.status, params.offset) == ResponseCode.PULL_NOT_FOUND
+        and params.sys_flag & PULL_SUSPEND
+        and suspend_ms > 0
+    ):
+        if role.server.long_polling.hold(conn, req, role, params, time.monotonic() + suspend_ms / 1000):
+            return None
+    return pull_reply(role, req, params, outcome)
+
+
+def _check_readable(role: BrokerRole, conn: Connection, params: PullParams) -> None:
+    cfg = role.existing_topic_config(params.topic)
+    if not int(cfg.get("perm", PERM_READ_WRITE)) & PERM_READ:
+        raise bad(ResponseCode.NO_PERMISSION, f"the topic[{params.topic}] pulling message is forbidden")
+    read_queues = int(cfg["readQueueNums"])
+    if not 0 <= params.queue_id < read_queues:
+        code = ResponseCode.INVALID_PARAMETER if role.server.v5 else ResponseCode.SYSTEM_ERROR
+        raise bad(
+            code,
+            f"queueId[{params.queue_id}] is illegal, topic:[{params.topic}] "
+            f"topicConfig.readQueueNums:[{read_queues}] consumer:[/{conn.peer}]",
+        )
+
+
+def _commit_on_pull(role: BrokerRole, params: PullParams, commit: int) -> None:
+    if commit < 0:
+        return
+    if params.group not in role.broker.groups:
+        # Java's pull auto-creates the group config; commits here skip 5.3's group check.
+        role.broker.ensure_group(params.group)
+    with contextlib.suppress(errors.BrokerError):
+        role.broker.update_consumer_offset(params.group, params.topic, params.queue_id, commit)
+
+
+def _pull_filter(role: BrokerRole, req: RemotingCommand, params: PullParams) -> set[str] | None:
+    """Tags to keep (None = all), from the request or from the group's heartbeat."""
+    if params.sys_flag & PULL_SUBSCRIPTION:
+        expression_type = (req.ext_str("expressionType") or EXPRESSION_TAG).upper()
+        if expression_type == EXPRESSION_SQL92:
+            raise bad(ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
+        return parse_tags(req.ext_str("subscription") or SUBSCRIBE_ALL)
+    clients = role.broker.online_clients(params.group)
+    if not clients:
+        raise bad(ResponseCode.SUBSCRIPTION_NOT_EXIST, role.server.faq("the consumer's group info not exist"))
+    expression = next((c.subscriptions[params.topic] for c in clients if params.topic in c.subscriptions), None)
+    if expression is None:
+        raise bad(ResponseCode.SUBSCRIPTION_NOT_EXIST, role.server.faq("the consumer's subscription not exist"))
+    return parse_tags(expression)
+
+
+def _read(role: BrokerRole, params: PullParams) -> PullOutcome:
+    return role.broker.pull(params.group, params.topic, params.queue_id, params.offset, params.max_nums, params.tags)
+
+
+def read_held(role: BrokerRole, params: PullParams) -> PullOutcome:
+    with role.lock:
+        return _read(role, params)
+
+
+def pull_reply(role: BrokerRole, req: RemotingCommand, params: PullParams, outcome: PullOutcome) -> RemotingCommand:
+    code = pull_code(outcome.status, params.offset)
+    ext: dict[str, object] = {
+        "nextBeginOffset": outcome.next_begin_offset,
+        "minOffset": outcome.min_offset,
+        "maxOffset": outcome.max_offset,
+        "suggestWhichBrokerId": MASTER_ID,
+    }
+    if role.server.v5:
+        ext["topicSysFlag"] = 0
+        ext["groupSysFlag"] = 0
+    body = b"".join(outcome.records) if code == ResponseCode.SUCCESS else b""
+    return role.reply(req, code, outcome.status, ext, body)
+
+
+def pull_code(status: str, request_offset: int) -> int:
+    """Store status -> reply code (broker: PullMessageProcessor.java; the statuses come from
+    DefaultMessageStore.getMessage). An empty queue is "not found" only for offset 0."""
+    if status == "FOUND":
+        return ResponseCode.SUCCESS
+    if status == "NO_MATCHED_MESSAGE":
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in ("OFFSET_OVERFLOW_ONE", "OFFSET_FOUND_NULL"):
+        return ResponseCode.PULL_NOT_FOUND
+    if status == "NO_MESSAGE_IN_QUEUE":
+        return ResponseCode.PULL_NOT_FOUND if request_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    return ResponseCode.PULL_OFFSET_MOVED
+
+
+def parse_tags(expression: str) -> set[str] | None:
+    """``*`` / empty -> every message; ``a || b`` -> those tags."""
+    tags = {t.strip() for t in expression.split(TAG_SEPARATOR)}
+    tags.discard("")
+    if not tags or SUBSCRIBE_ALL in tags:
+        return None
+    return tags
+
+
+# -- view and send back ------------------------------------------------------------------------
+
+
+def view_message(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    offset = role.int_field(req, "offset", long=True)
+    if offset < 0:  # what selectOneMessageByOffset's null becomes (QueryMessageProcessor)
+        raise bad(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    with role.lock:
+        msg = role.broker.message_at(offset)
+    return role.reply(req, body=encode_message(msg))
+
+
+def send_back(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    group = role.str_field(req, "group")
+    offset = role.int_field(req, "offset", long=True)
+    delay = role.int_field(req, "delayLevel", 0)
+    # AbstractSendMessageProcessor.consumerSendMsgBack: no group config, no retry topic
+    role.check_group(group, f"subscription group not exist, {group} ")
+    if offset < 0:
+        raise bad(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+    with role.lock:
+        role.broker.ensure_group(group)  # findSubscriptionGroupConfig auto-creates it
+        max_times = role.int_field(req, "maxReconsumeTimes", -1)
+        if req.version < MQVersion.V3_4_9 or max_times < 0:
+            max_times = int(role.broker.groups[group].get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
+        try:
+            copy = role.broker.send_back(group, offset, delay, max_times)
+        except StoreWriteFailed as exc:
+            raise role.store_unavailable(exc) from None
+    role.server.count("messages_stored")
+    role.server.long_polling.message_arrived(role.name, copy.topic, copy.queue_id)
+    return role.reply(req)

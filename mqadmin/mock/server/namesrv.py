@@ -1,0 +1,142 @@
+"""The name server role: routes, cluster info, topic list; the KV store is always empty."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from mqadmin import fastjson
+from mqadmin.mock.server.role import (
+    DEFAULT_TOPIC,
+    DEFAULT_TOPIC_PERM,
+    DEFAULT_TOPIC_QUEUES,
+    MASTER_ID,
+    PERM_READ_WRITE,
+    RETRY_TOPIC_QUEUES,
+    Role,
+    bad,
+)
+from mqadmin.model import BrokerData, QueueData, TopicRoute
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import MQVersion, ResponseCode
+from mqadmin.protocol.constants import RETRY_PREFIX
+
+if TYPE_CHECKING:
+    from mqadmin.mock.server.connection import Connection
+    from mqadmin.mock.server.core import MockServer
+
+
+class NamesrvRole(Role):
+    """The name server listener."""
+
+    name = "namesrv"
+
+    def __init__(self, server: MockServer, table: Mapping[int, NamesrvHandler]) -> None:
+        super().__init__(server)
+        self.answers_unknown = server.v5
+        self.handlers = {code: partial(handler, self) for code, handler in table.items()}
+
+
+NamesrvHandler = Callable[[NamesrvRole, "Connection", RemotingCommand], RemotingCommand]
+
+
+def route(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic = req.ext_str("topic") or ""
+    with role.server.lock:
+        found = role.server.cluster.topic_route(topic) or _implicit_route(role, topic)
+    if found is None:
+        remark = f"No topic route info in name server for the topic: {topic}"
+        raise bad(ResponseCode.TOPIC_NOT_EXIST, role.server.faq(remark))
+    # Standard JSON from 4.9.4 on, when the client is new enough or sets acceptStandardJsonOnly
+    # (namesrv: DefaultRequestProcessor.java, getRouteInfoByTopic).
+    standard = role.server.version_ordinal >= MQVersion.V4_9_4 and (
+        req.version >= MQVersion.V4_9_4 or bool(req.ext_bool("acceptStandardJsonOnly", False))
+    )
+    return role.reply(req, body=_route_body(found, standard=standard, v5=role.server.v5))
+
+
+def _implicit_route(role: NamesrvRole, topic: str) -> TopicRoute | None:
+    """Routes a real cluster has before anyone asks: TBW102, and retry topics.
+
+    Brokers create ``%RETRY%group`` on the first heartbeat (broker: ClientManageProcessor.java),
+    but the C++ and ali-ons consumers subscribe to it and ask for its route before they send
+    one; answering with every broker lets them start without a 30 s wait.
+    """
+    if topic == DEFAULT_TOPIC:
+        queues, perm = DEFAULT_TOPIC_QUEUES, DEFAULT_TOPIC_PERM
+    elif topic.startswith(RETRY_PREFIX) and len(topic) > len(RETRY_PREFIX):
+        queues, perm = RETRY_TOPIC_QUEUES, PERM_READ_WRITE
+    else:
+        return None
+    cluster = role.server.cluster
+    brokers = tuple(BrokerData(b.name, b.cluster, {MASTER_ID: b.addr}) for b in cluster.brokers.values())
+    datas = tuple(QueueData(b.name, queues, queues, perm, 0) for b in cluster.brokers.values())
+    return TopicRoute(topic, brokers, datas)
+
+
+def cluster_info(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    cluster = role.server.cluster
+    table: dict[str, Any] = {}
+    for b in cluster.brokers.values():
+        table[b.name] = _broker_data_json(b.name, b.cluster, b.addr, v5=role.server.v5)
+    names: dict[str, list[str]] = {}
+    for b in cluster.brokers.values():
+        names.setdefault(b.cluster, []).append(b.name)
+    doc = {"brokerAddrTable": table, "clusterAddrTable": {c: sorted(n) for c, n in names.items()}}
+    # ClusterInfo is never standard JSON, whatever the client asks (DefaultRequestProcessor.java)
+    return role.reply(req, body=fastjson.dumps(doc).encode())
+
+
+def topic_list(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    with role.server.lock:
+        topics = role.server.cluster.list_topics()
+    return role.reply(req, body=fastjson.dumps({"topicList": topics}).encode())
+
+
+def kv_config(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    ns, key = req.ext_str("namespace"), req.ext_str("key")
+    return role.reply(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+
+
+def kv_list(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    ns = req.ext_str("namespace")
+    return role.reply(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+
+
+def accept(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """Broker (un)registration: the cluster's brokers are fixed, so there is nothing to record."""
+    return role.reply(req)
+
+
+def _broker_data_json(name: str, cluster: str, addr: str, *, v5: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {"brokerAddrs": {MASTER_ID: addr}, "brokerName": name, "cluster": cluster}
+    if v5:
+        data["enableActingMaster"] = False
+    return data
+
+
+def _route_body(route: TopicRoute, *, standard: bool, v5: bool) -> bytes:
+    """TopicRouteData; standard JSON quotes broker-id keys, sorts map keys and escapes non-ASCII
+    (fastjson's BrowserCompatible and MapSortField, namesrv: DefaultRequestProcessor.java)."""
+    brokers = [
+        {**_broker_data_json(b.broker_name, b.cluster, "", v5=v5), "brokerAddrs": dict(sorted(b.addrs.items()))}
+        for b in sorted(route.brokers, key=lambda b: b.broker_name)
+    ]
+    queues = [
+        {
+            "brokerName": q.broker_name,
+            "perm": q.perm,
+            "readQueueNums": q.read_queue_nums,
+            "topicSysFlag": q.topic_sys_flag,
+            "writeQueueNums": q.write_queue_nums,
+        }
+        for q in sorted(route.queues, key=lambda q: q.broker_name)
+    ]
+    doc: dict[str, Any] = {"brokerDatas": brokers, "filterServerTable": {}, "queueDatas": queues}
+    if standard:
+        for b in brokers:
+            b["brokerAddrs"] = {str(k): v for k, v in b["brokerAddrs"].items()}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return fastjson.dumps(doc).encode()

@@ -1,0 +1,114 @@
+"""Broker handlers for offsets: consumer offsets (query, commit, all, reset) and queue bounds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mqadmin import fastjson, names
+from mqadmin.mock.server.broker import data_version
+from mqadmin.mock.server.role import bad
+from mqadmin.model import MessageQueue
+from mqadmin.protocol.codec import RemotingCommand
+from mqadmin.protocol.codes import LanguageCode, ResponseCode
+
+if TYPE_CHECKING:
+    from mqadmin.mock.server.broker import BrokerRole
+    from mqadmin.mock.server.connection import Connection
+
+
+def query_consumer_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    group = role.str_field(req, "consumerGroup")
+    topic, qid = role.queue_args(req)
+    zero = req.ext_bool("setZeroIfNotFound")
+    with role.lock:
+        offset = role.broker.query_consumer_offset(group, topic, qid, zero)
+    return role.reply(req, ext={"offset": offset})
+
+
+def update_consumer_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    group = role.str_field(req, "consumerGroup")
+    topic = role.str_field(req, "topic")
+    qid, offset = req.ext_int("queueId"), req.ext_int("commitOffset")
+    if qid is None or offset is None:
+        missing = "queueId" if qid is None else "commitOffset"
+        code = ResponseCode.INVALID_PARAMETER if role.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
+        raise bad(code, f"the custom field <{missing}> is null")
+    qid, offset = role.int_field(req, "queueId"), role.int_field(req, "commitOffset", long=True)
+    # ConsumerManageProcessor (5.3): a group or topic that cannot exist
+    role.check_group(group, f"subscription group not exist, {group}")
+    if names.topic_problem(topic):
+        raise bad(ResponseCode.TOPIC_NOT_EXIST, f"topic not exist, {topic}")
+    role.check_queue_id(topic, qid)
+    with role.lock:
+        remark = role.broker.update_consumer_offset(group, topic, qid, offset)
+        version = role.broker.offsets_version
+    if not req.is_oneway:  # consumers' periodic commits are oneway: no ack to honour, the flush takes them
+        role.persist_offsets(version)
+    return role.reply(req, remark=remark or None, empty_ext=True)
+
+
+def search_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic, qid = role.queue_args(req)
+    ts = role.int_field(req, "timestamp", long=True)
+    boundary = "LOWER"
+    if role.server.v >= (5, 1, 4):  # the header field exists from 5.1.4
+        boundary = (req.ext_str("boundaryType") or "LOWER").upper()
+    with role.lock:
+        offset = role.broker.search_offset(topic, qid, ts, boundary)
+    return role.reply(req, ext={"offset": offset})
+
+
+def max_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic, qid = role.queue_args(req)
+    with role.lock:
+        return role.reply(req, ext={"offset": role.broker.max_offset(topic, qid)})
+
+
+def min_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic, qid = role.queue_args(req)
+    with role.lock:
+        return role.reply(req, ext={"offset": role.broker.min_offset(topic, qid)})
+
+
+def earliest_store_time(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic, qid = role.queue_args(req)
+    with role.lock:
+        return role.reply(req, ext={"timestamp": role.broker.earliest_store_time(topic, qid)})
+
+
+def all_consumer_offsets(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """The consumer-offset manager's JSON, compact; 5.x adds dataVersion and groupTopicMap
+    (broker: ConsumerOffsetManager.java). Java encodes even an empty table."""
+    with role.lock:
+        table = {k: dict(sorted(v.items())) for k, v in sorted(role.broker.offsets.items())}
+    doc: dict[str, Any] = {}
+    if role.server.v5:
+        topics_by_group: dict[str, set[str]] = {}
+        for key in table:
+            topic, _, group = key.partition("@")
+            topics_by_group.setdefault(group, set()).add(topic)
+        doc["dataVersion"] = data_version()
+        doc["groupTopicMap"] = {g: sorted(t) for g, t in sorted(topics_by_group.items())}
+    doc["offsetTable"] = table
+    return role.reply(req, body=fastjson.dumps(doc).encode())
+
+
+def reset_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    topic = role.str_field(req, "topic")
+    group = role.str_field(req, "group")
+    timestamp = role.int_field(req, "timestamp", -1, long=True)
+    force = bool(req.ext_bool("isForce", False))
+    queue_id = role.int_field(req, "queueId", -1)
+    offset = role.int_field(req, "offset", -1, long=True)
+    with role.lock:
+        # The model pushes to online clients through their on_reset callbacks, synchronously
+        # and under this lock; they read the request's timestamp from here.
+        role.reset_request = (timestamp, req.language == LanguageCode.CPP.name)
+        try:
+            table = role.broker.reset_offset(topic, group, timestamp, force, queue_id, offset)
+        finally:
+            role.reset_request = (-1, False)
+        version = role.broker.offsets_version
+    role.persist_offsets(version)
+    body = {MessageQueue(topic, role.name, q): o for q, o in sorted(table.items())}
+    return role.reply(req, body=fastjson.dumps({"offsetTable": body}).encode())

@@ -1,0 +1,118 @@
+"""The one reset flow (run_plan) over any offset source: the order of its steps is the safety
+promise: nothing moves before the backup is on disk, a declined or dry run moves nothing, and
+every apply, failed or not, is read back."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._reset import run_plan
+
+from mqadmin import errors
+from mqadmin.context import Context
+from mqadmin.output import Env
+from mqadmin.safety import OffsetBackup
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Recorder:
+    """An OffsetSource that records the steps run_plan takes, and what was on disk at each."""
+
+    address = "test:1"
+
+    def __init__(self, fail_apply: bool = False) -> None:
+        self.steps: list[str] = []
+        self.fail_apply = fail_apply
+        self.backup_on_disk_at_apply: bool | None = None
+
+    def start(self, ctx: Context, result: ResetResult) -> None:
+        self.steps.append("start")
+
+    def check(self, ctx: Context, result: ResetResult) -> None:
+        self.steps.append("check")
+
+    def question(self, result: ResetResult, changed: list[PlanRow]) -> str:
+        return f"move {len(changed)}?"
+
+    def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
+        self.steps.append("prepare")
+
+    def backup(self, result: ResetResult) -> OffsetBackup:
+        self.steps.append("backup")
+        rows = [{"broker": q.broker, "queue_id": q.queue_id, "offset": q.old_offset} for q in result.queues]
+        return OffsetBackup(result.group, result.topic, self.address, 0, "test", rows)
+
+    def apply(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
+        self.steps.append("apply")
+        self.backup_on_disk_at_apply = result.backup is not None and Path(result.backup).is_file()
+        if self.fail_apply:
+            result.errors.append({"broker": "b", "message": "refused", "code": None})
+
+    def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
+        self.steps.append("verify")
+        result.verified, result.planned = 0 if self.fail_apply else len(changed), len(changed)
+
+    def failure_line(self, result: ResetResult) -> str:
+        return f"not applied; restore with: {result.undo}"
+
+
+def _result(dry_run: bool = False, moves: bool = True) -> ResetResult:
+    rows = [PlanRow("b", 0, 0, 100, 40, 10 if moves else 40), PlanRow("b", 1, 0, 100, 50, 50)]
+    return ResetResult("g", "T", None, dry_run, rows)
+
+
+def _ctx(answer: str | None = None) -> Context:
+    stdin = _Tty(answer) if answer is not None else io.StringIO()
+    return Context(address="test:1", env=Env(io.StringIO(), io.StringIO(), stdin), assume_yes=False)
+
+
+def test_backup_is_on_disk_before_anything_moves(tmp_path: Path) -> None:
+    source = Recorder()
+    result = run_plan(_ctx(), _result(), source, backup_path=str(tmp_path / "b.json"))
+    assert source.steps == ["start", "check", "prepare", "backup", "apply", "verify"]
+    assert source.backup_on_disk_at_apply is True
+    saved = json.loads((tmp_path / "b.json").read_text())
+    assert [o["offset"] for o in saved["offsets"]] == [40, 50]  # the old offsets, every queue
+    assert result.failure is None and result.applied_at is not None
+
+
+def test_a_failed_apply_is_still_read_back_and_says_how_to_undo(tmp_path: Path) -> None:
+    source = Recorder(fail_apply=True)
+    result = run_plan(_ctx(), _result(), source, backup_path=str(tmp_path / "b.json"))
+    assert source.steps[-2:] == ["apply", "verify"]
+    assert result.failure is not None and f"restoreOffset --from {tmp_path / 'b.json'}" in result.failure
+
+
+def test_declined_on_a_terminal_changes_and_backs_up_nothing(tmp_path: Path) -> None:
+    source, ctx = Recorder(), _ctx("n\n")
+    asked = ctx.env.stderr
+    with pytest.raises(errors.Cancelled):
+        run_plan(ctx, _result(), source, backup_path=str(tmp_path / "b.json"))
+    assert source.steps == ["start", "check"]
+    assert not (tmp_path / "b.json").exists()
+    assert isinstance(asked, io.StringIO) and "move 1? [y/N]" in asked.getvalue()
+
+
+@pytest.mark.parametrize("how", ["dry_run", "export", "nothing_moves"])
+def test_dry_run_export_or_nothing_to_move_writes_no_offset(tmp_path: Path, how: str) -> None:
+    source = Recorder()
+    plan = tmp_path / "plan.csv"
+    result = run_plan(
+        _ctx(),
+        _result(dry_run=how == "dry_run", moves=how != "nothing_moves"),
+        source,
+        backup_path=str(tmp_path / "b.json"),
+        export=str(plan) if how == "export" else None,
+    )
+    assert source.steps == ["start"] and result.backup is None and not (tmp_path / "b.json").exists()
+    if how == "export":
+        assert result.exported == str(plan) and result.dry_run and result.address == "test:1"
+        assert plan.read_text().splitlines()[1].startswith("g,T,b,0,10,40,")
