@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import fastjson, names
 from mqadmin.mock.server.broker import MAX_QUEUE_NUMS, data_version
-from mqadmin.mock.server.role import DEFAULT_NEW_TOPIC_QUEUES, PERM_READ_WRITE, bad
+from mqadmin.mock.server.role import bad
 from mqadmin.model import MessageQueue
+from mqadmin.protocol import versions
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode, version_name
+from mqadmin.protocol.constants import PERM_READ_WRITE
+from mqadmin.protocol.headers import BrokerConsumeStatsHeader, ConsumeStatsHeader, CreateTopicHeader, TopicHeader
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -34,11 +37,10 @@ _GROUP_DEFAULTS_V5: Final[Mapping[str, Any]] = {
 
 def create_topic(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC (what ``mqadmin updateTopic`` sends), so Java tools can set up tests."""
-    topic = role.str_field(req, "topic")
+    header = CreateTopicHeader.parse(req)
+    topic, read, perm = header.topic, header.readQueueNums, header.perm
     role.check_topic(topic)
-    read = role.int_field(req, "readQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
-    write = role.int_field(req, "writeQueueNums", read)
-    perm = role.int_field(req, "perm", PERM_READ_WRITE)
+    write = read if header.writeQueueNums is None else header.writeQueueNums
     for field_name, value in (("readQueueNums", read), ("writeQueueNums", write)):
         if not 0 <= value <= MAX_QUEUE_NUMS:
             raise bad(
@@ -78,7 +80,7 @@ def subscription_groups(role: BrokerRole, conn: Connection, req: RemotingCommand
     if role.server.v5:
         doc["forbiddenTable"] = {}
     doc["subscriptionGroupTable"] = {name: dict(sorted(cfg.items())) for name, cfg in groups.items()}
-    ext = {"totalGroupNum": len(groups)} if role.server.v >= (5, 3) else None
+    ext = {"totalGroupNum": len(groups)} if versions.subscription_group_total(role.server.v) else None
     return role.reply(req, ext=ext, body=fastjson.dumps(doc).encode())
 
 
@@ -86,7 +88,7 @@ def topic_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
     """GET_TOPIC_CONFIG (5.x only): the topic's config, as the 5.x Java tool reads it."""
     if not role.server.v5:
         return role.reply(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
-    topic = role.str_field(req, "topic")
+    topic = TopicHeader.parse(req).topic
     with role.lock:
         cfg = role.broker.topic_config(topic)
         if cfg is None:
@@ -96,7 +98,7 @@ def topic_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
 
 
 def consume_by_who(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic = role.str_field(req, "topic")
+    topic = TopicHeader.parse(req).topic
     with role.lock:
         groups = {g for g, members in role.broker.clients.items() for c in members.values() if topic in c.subscriptions}
         groups |= {k.partition("@")[2] for k in role.broker.offsets if k.partition("@")[0] == topic}
@@ -107,7 +109,7 @@ def consume_by_who(role: BrokerRole, conn: Connection, req: RemotingCommand) -> 
 
 
 def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic = role.str_field(req, "topic")
+    topic = TopicHeader.parse(req).topic
     table: dict[MessageQueue, dict[str, int]] = {}
     with role.lock:
         cfg = role.broker.topic_config(topic)
@@ -130,9 +132,10 @@ def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Rem
 
 
 def consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    group = role.str_field(req, "consumerGroup")
-    topic_list = [t for t in (req.ext_str("topicList") or "").split(";") if t]
-    topics: list[str | None] = list(topic_list) or [req.ext_str("topic") or None]
+    header = ConsumeStatsHeader.parse(req)
+    group = header.consumerGroup
+    topic_list = [t for t in (header.topicList or "").split(";") if t]
+    topics: list[str | None] = list(topic_list) or [header.topic or None]
     table: dict[MessageQueue, dict[str, int]] = {}
     tps = 0.0
     with role.lock:
@@ -145,7 +148,7 @@ def consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> R
                     "consumerOffset": w.consumer_offset,
                     "lastTimestamp": w.last_timestamp,
                 }
-                if role.server.v >= (5, 1):
+                if versions.consume_stats_pull_offset(role.server.v):
                     row["pullOffset"] = w.pull_offset
                 table[mq] = row
     doc = {"consumeTps": tps, "offsetTable": dict(sorted(table.items()))}
@@ -158,8 +161,8 @@ def broker_consume_stats(role: BrokerRole, conn: Connection, req: RemotingComman
     The body can hold tens of thousands of queues, so it is written here piece by piece in
     fastjson's layout (sorted fields, queue objects as keys) rather than through a document.
     """
-    is_order = role.str_field(req, "isOrder").strip().lower() == "true"  # Boolean.parseBoolean
-    with_pull = role.server.v >= (5, 1)
+    is_order = BrokerConsumeStatsHeader.parse(req).isOrder
+    with_pull = versions.consume_stats_pull_offset(role.server.v)
     with role.lock:
         groups = role.broker.broker_consume_stats(is_order)
     keys: dict[MessageQueue, str] = {}

@@ -19,8 +19,10 @@ from mqadmin.mock.server.role import Role, bad, now_ms
 from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import MessageQueue
 from mqadmin.protocol import acl as acl_sign
+from mqadmin.protocol import versions
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode
+from mqadmin.protocol.headers import QueueHeader
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.connection import Connection
@@ -32,11 +34,6 @@ log = logging.getLogger("mqadmin.mock.server")
 #: auto-created topics are capped, at defaultTopicQueueNums); the mock caps them so that one
 #: request cannot make every later stats or route request slow (an mqadmin limit).
 MAX_QUEUE_NUMS: Final = 1024
-#: Java header fields are int or long; a value outside them fails Java's parse
-INT32_RANGE: Final = (-(2**31), 2**31 - 1)
-INT64_RANGE: Final = (-(2**63), 2**63 - 1)
-
-_MISSING: Final = object()
 
 
 class BrokerRole(Role):
@@ -75,31 +72,6 @@ class BrokerRole(Role):
             return f"Check signature failed for accessKey={sent}" if major < 5 else "check signature failed."
         return None
 
-    # -- header fields -----------------------------------------------------------------------
-
-    @staticmethod
-    def str_field(req: RemotingCommand, name: str) -> str:
-        value = req.ext_str(name)
-        if value is None:
-            raise bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
-        return value
-
-    @staticmethod
-    def int_field(req: RemotingCommand, name: str, default: int | object = _MISSING, *, long: bool = False) -> int:
-        """An int (or ``long``) header field; out of the Java type's range is refused as Java's
-        header decoding would fail it (SYSTEM_ERROR, RemotingCommand.decodeCommandCustomHeader)."""
-        value = req.ext_int(name)
-        if value is None:
-            if default is _MISSING:
-                raise bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
-            assert isinstance(default, int)
-            return default
-        low, high = INT64_RANGE if long else INT32_RANGE
-        if not low <= value <= high:
-            kind = "long" if long else "int"
-            raise bad(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a Java {kind}: {value}")
-        return value
-
     # -- checks ------------------------------------------------------------------------------
 
     def check_topic(self, topic: str) -> None:
@@ -108,7 +80,8 @@ class BrokerRole(Role):
         SYSTEM_ERROR up to 5.3.1, INVALID_PARAMETER from 5.3.2."""
         problem = names.topic_problem(topic)
         if problem:
-            code = ResponseCode.INVALID_PARAMETER if self.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
+            invalid = versions.invalid_parameter_for_names(self.server.v)
+            code = ResponseCode.INVALID_PARAMETER if invalid else ResponseCode.SYSTEM_ERROR
             raise bad(code, problem)
 
     def check_group(self, group: str, remark: str) -> None:
@@ -129,13 +102,16 @@ class BrokerRole(Role):
             raise bad(ResponseCode.TOPIC_NOT_EXIST, self.server.faq(f"topic[{topic}] not exist, apply first please!"))
         return cfg
 
-    def queue_args(self, req: RemotingCommand) -> tuple[str, int]:
-        """(topic, queueId) of an offset request. Brokers do not check these names; a name that
-        could not be a folder is refused here instead of reaching the store (an mqadmin check)."""
-        topic, queue_id = self.str_field(req, "topic"), self.int_field(req, "queueId")
+    def check_queue(self, topic: str, queue_id: int) -> None:
+        """The queue of an offset request. Brokers do not check these names; a name that could
+        not be a folder is refused here instead of reaching the store (an mqadmin check)."""
         self.check_topic(topic)
         self.check_queue_id(topic, queue_id)
-        return topic, queue_id
+
+    def check_queue_of(self, header: QueueHeader) -> tuple[str, int]:
+        """``check_queue`` of a one-queue request; its (topic, queueId)."""
+        self.check_queue(header.topic, header.queueId)
+        return header.topic, header.queueId
 
     # -- the store ---------------------------------------------------------------------------
 

@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING, Any, Final
 from mqadmin import fastjson, names
 from mqadmin.message import java_string_hash
 from mqadmin.mock.model import ClientInfo
-from mqadmin.mock.server.messages import EXPRESSION_TAG, SUBSCRIBE_ALL, parse_tags
+from mqadmin.mock.server.messages import parse_tags
 from mqadmin.mock.server.role import bad, now_ms
 from mqadmin.model import MessageQueue
+from mqadmin.protocol import versions
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode, version_name
+from mqadmin.protocol.constants import EXPRESSION_TAG, SUBSCRIBE_ALL
+from mqadmin.protocol.headers import ConsumerGroupHeader, UnregisterClientHeader
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -24,8 +27,6 @@ log = logging.getLogger("mqadmin.mock.server")
 
 #: orderly consumers' queue locks expire after this long without renewal (REBALANCE_LOCK_MAX_LIVE_TIME)
 LOCK_LIVE_S: Final = 60.0
-#: heartbeat V2 (lite heartbeats keyed by a subscription fingerprint) is advertised from here
-HEARTBEAT_V2_SINCE: Final = (5, 1, 1)
 
 # Enum names by ordinal: Java heartbeats carry the names, the C++ client's the ordinals, in the
 # same order (remoting: ConsumeType.java, MessageModel.java, ConsumeFromWhere.java).
@@ -77,7 +78,7 @@ def heartbeat(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Remot
     for group in changed:
         notify_ids_changed(role, group)
     ext = None
-    if role.server.v >= HEARTBEAT_V2_SINCE:
+    if versions.heartbeat_v2(role.server.v):  # lite heartbeats keyed by a subscription fingerprint
         ext = {"IS_SUPPORT_HEART_BEAT_V2": True, "IS_SUB_CHANGE": sub_changed}
     return role.reply(req, ext=ext)
 
@@ -112,8 +113,8 @@ def _register(
 
 
 def unregister_client(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    client_id = role.str_field(req, "clientID")
-    group = req.ext_str("consumerGroup")
+    header = UnregisterClientHeader.parse(req)
+    client_id, group = header.clientID, header.consumerGroup
     if group:
         forget_client(role, group, client_id)
     return role.reply(req, empty_ext=True)
@@ -143,7 +144,7 @@ def notify_ids_changed(role: BrokerRole, group: str) -> None:
 
 
 def consumer_list(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    group = role.str_field(req, "consumerGroup")
+    group = ConsumerGroupHeader.parse(req).consumerGroup
     with role.lock:
         ids = sorted(c.client_id for c in role.broker.online_clients(group))
     if not ids:
@@ -152,7 +153,7 @@ def consumer_list(role: BrokerRole, conn: Connection, req: RemotingCommand) -> R
 
 
 def consumer_connections(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    group = role.str_field(req, "consumerGroup")
+    group = ConsumerGroupHeader.parse(req).consumerGroup
     with role.lock:
         clients = sorted(role.broker.online_clients(group), key=lambda c: c.client_id)
         subs: dict[str, dict[str, Any]] = {}

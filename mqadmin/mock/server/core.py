@@ -33,7 +33,7 @@ from mqadmin.mock.server.namesrv import NamesrvRole
 from mqadmin.mock.server.role import Role, now_ms
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import CURRENT_VERSION, LanguageCode, ResponseCode, version_ordinal
-from mqadmin.protocol.versions import version_tuple
+from mqadmin.protocol.versions import is_v5, version_tuple
 
 log = logging.getLogger("mqadmin.mock.server")
 
@@ -108,7 +108,7 @@ class MockServer:
         self.tls = tls
         self.advertise_host = advertise_host or _advertised_host(bind)
         self.v = version_tuple(cluster.version)
-        self.v5 = self.v >= (5,)
+        self.v5 = is_v5(self.v)
         self.version_ordinal = _server_ordinal(cluster.version)
         #: serialises every model call (the model's own lock does not cover pulls)
         self.lock = threading.RLock()

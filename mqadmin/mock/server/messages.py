@@ -12,19 +12,25 @@ from typing import TYPE_CHECKING, Any, Final
 from mqadmin import errors, names
 from mqadmin.message import encode_message, format_properties, parse_properties
 from mqadmin.mock.model import PullOutcome
-from mqadmin.mock.server.role import (
-    DEFAULT_NEW_TOPIC_QUEUES,
-    DEFAULT_TOPIC_QUEUES,
-    MASTER_ID,
-    PERM_READ,
-    PERM_READ_WRITE,
-    PERM_WRITE,
-    bad,
-)
+from mqadmin.mock.server.role import DEFAULT_TOPIC_QUEUES, bad
 from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import Message
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode
+from mqadmin.protocol.constants import (
+    DEFAULT_MAX_RECONSUME_TIMES,
+    EXPRESSION_SQL92,
+    EXPRESSION_TAG,
+    MASTER_ID,
+    PERM_READ,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    PULL_COMMIT_OFFSET,
+    PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
+    SUBSCRIBE_ALL,
+)
+from mqadmin.protocol.headers import ConsumerSendMsgBackHeader, PullMessageHeader, SendMessageHeader, ViewMessageHeader
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -35,36 +41,7 @@ MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
 MAX_PROPERTIES_SIZE: Final = 32767
 #: clients wait 30 s for a pull they ask the broker to hold 15 s; never hold longer than that
 MAX_SUSPEND_MS: Final = 15_000
-DEFAULT_MAX_RECONSUME_TIMES: Final = 16
-
-# PULL_MESSAGE sysFlag bits (common: PullSysFlag.java)
-PULL_COMMIT_OFFSET: Final = 0x1
-PULL_SUSPEND: Final = 0x2
-PULL_SUBSCRIPTION: Final = 0x4
-
-SUBSCRIBE_ALL: Final = "*"
 TAG_SEPARATOR: Final = "||"
-EXPRESSION_TAG: Final = "TAG"
-EXPRESSION_SQL92: Final = "SQL92"
-
-#: SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE one-letter keys -> SEND_MESSAGE names
-#: (remoting: SendMessageRequestHeaderV2.java)
-SEND_V2_KEYS: Final[Mapping[str, str]] = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "brokerName",
-}
 
 #: properties the broker stamps on stored messages (seen on real 4.9.8 and 5.3.3 brokers)
 PROPERTY_CLUSTER: Final = "CLUSTER"
@@ -79,6 +56,8 @@ _Item = tuple[int, bytes, dict[str, str]]
 
 @dataclass
 class PullParams:
+    """A pull as the store reads it (kept while the pull is held)."""
+
     group: str
     topic: str
     queue_id: int
@@ -92,21 +71,13 @@ class PullParams:
 
 
 def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    if req.code == RequestCode.SEND_MESSAGE:
-        header = dict(req.ext_fields)
-    else:
-        header = {SEND_V2_KEYS.get(k, k): v for k, v in req.ext_fields.items()}
-    probe = RemotingCommand(code=req.code, ext_fields=header)
-    topic = role.str_field(probe, "topic")
+    """SEND_MESSAGE by long field names, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE by letters."""
+    header = SendMessageHeader.parse_any(req)
+    topic = header.topic
     role.check_topic(topic)
-    qid = role.int_field(probe, "queueId", -1)
-    sys_flag = role.int_field(probe, "sysFlag", 0)
-    born = role.int_field(probe, "bornTimestamp", 0, long=True)
-    reconsume = role.int_field(probe, "reconsumeTimes", 0)
-    role.int_field(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
-    items = _send_items(role, req, probe, header)
+    items = _send_items(req, header)
     with role.lock:
-        qid = _pick_queue(role, conn, probe, topic, qid)
+        qid = _pick_queue(role, conn, header)
         stored = [
             _put(
                 role,
@@ -116,10 +87,10 @@ def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
                     properties=props,
                     flag=flag,
                     queue_id=qid,
-                    sys_flag=sys_flag,
-                    born_timestamp=born,
+                    sys_flag=header.sysFlag,
+                    born_timestamp=header.bornTimestamp,
                     born_host=conn.peer,
-                    reconsume_times=reconsume,
+                    reconsume_times=header.reconsumeTimes,
                 ),
             )
             for flag, body, props in items
@@ -139,14 +110,14 @@ def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
     return role.reply(req, ext=ext)
 
 
-def _send_items(role: BrokerRole, req: RemotingCommand, probe: RemotingCommand, header: dict[str, Any]) -> list[_Item]:
+def _send_items(req: RemotingCommand, header: SendMessageHeader) -> list[_Item]:
     """The messages of a send, each checked against the broker's size limits."""
     # Stored as Java stores them: UTF-8, a lone surrogate as "?"
-    props = parse_properties((header.get("properties") or "").encode("utf-8", "replace").decode("utf-8"))
+    props = parse_properties((header.properties or "").encode("utf-8", "replace").decode("utf-8"))
     if req.code == RequestCode.SEND_BATCH_MESSAGE:
         items = [(flag, body, {**props, **own}) for flag, body, own in _split_batch(req.body)]
     else:
-        items = [(role.int_field(probe, "flag", 0), req.body, props)]
+        items = [(header.flag, req.body, props)]
     if not items:
         raise bad(ResponseCode.MESSAGE_ILLEGAL, "the message batch is empty")
     for _, body, message_props in items:
@@ -162,13 +133,14 @@ def _send_items(role: BrokerRole, req: RemotingCommand, probe: RemotingCommand, 
     return items
 
 
-def _pick_queue(role: BrokerRole, conn: Connection, probe: RemotingCommand, topic: str, qid: int) -> int:
-    """The queue a send goes to (``qid``, or a random writable one); the topic is created if
-    unknown. Under the lock."""
+def _pick_queue(role: BrokerRole, conn: Connection, header: SendMessageHeader) -> int:
+    """The queue a send goes to (its queueId, or a random writable one); the topic is created
+    if unknown. Under the lock."""
+    topic, qid = header.topic, header.queueId
     cfg = role.broker.topic_config(topic)
     if cfg is None:
         # autoCreateTopicEnable: the topic takes the producer's default queue count
-        wanted = role.int_field(probe, "defaultTopicQueueNums", DEFAULT_NEW_TOPIC_QUEUES)
+        wanted = header.defaultTopicQueueNums
         role.broker.create_topic(topic, min(max(wanted, 1), DEFAULT_TOPIC_QUEUES))
         cfg = role.existing_topic_config(topic)
     if not int(cfg.get("perm", PERM_READ_WRITE)) & PERM_WRITE:
@@ -236,13 +208,14 @@ def _topic_config_text(cfg: Mapping[str, Any]) -> str:
 def pull(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand | None:
     """PULL_MESSAGE, the store's status mapped to a reply code as the broker does; PULL_NOT_FOUND
     with SUSPEND is held (long polling) until a message arrives or the suspend time ends."""
+    header = PullMessageHeader.parse(req)
     params = PullParams(
-        group=role.str_field(req, "consumerGroup"),
-        topic=role.str_field(req, "topic"),
-        queue_id=role.int_field(req, "queueId"),
-        offset=role.int_field(req, "queueOffset", long=True),
-        max_nums=max(role.int_field(req, "maxMsgNums", 32), 1),
-        sys_flag=role.int_field(req, "sysFlag", 0),
+        group=header.consumerGroup,
+        topic=header.topic,
+        queue_id=header.queueId,
+        offset=header.queueOffset,
+        max_nums=max(header.maxMsgNums, 1),
+        sys_flag=header.sysFlag,
         tags=None,
     )
     # PullMessageProcessor: a group that cannot exist, then a topic that cannot exist
@@ -253,12 +226,12 @@ def pull(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
     role.server.count("pulls")
     with role.lock:
         _check_readable(role, conn, params)
-        params.tags = _pull_filter(role, req, params)
+        params.tags = _pull_filter(role, header, params)
         if params.sys_flag & PULL_COMMIT_OFFSET:
             # Before the read, so a pending server-side reset wins over the client's stale offset.
-            _commit_on_pull(role, params, role.int_field(req, "commitOffset", -1, long=True))
+            _commit_on_pull(role, params, header.commitOffset)
         outcome = _read(role, params)
-    suspend_ms = min(role.int_field(req, "suspendTimeoutMillis", 0, long=True), MAX_SUSPEND_MS)
+    suspend_ms = min(header.suspendTimeoutMillis, MAX_SUSPEND_MS)
     if (
         pull_code(outcome.status, params.offset) == ResponseCode.PULL_NOT_FOUND
         and params.sys_flag & PULL_SUSPEND
@@ -293,13 +266,13 @@ def _commit_on_pull(role: BrokerRole, params: PullParams, commit: int) -> None:
         role.broker.update_consumer_offset(params.group, params.topic, params.queue_id, commit)
 
 
-def _pull_filter(role: BrokerRole, req: RemotingCommand, params: PullParams) -> set[str] | None:
+def _pull_filter(role: BrokerRole, header: PullMessageHeader, params: PullParams) -> set[str] | None:
     """Tags to keep (None = all), from the request or from the group's heartbeat."""
     if params.sys_flag & PULL_SUBSCRIPTION:
-        expression_type = (req.ext_str("expressionType") or EXPRESSION_TAG).upper()
+        expression_type = (header.expressionType or EXPRESSION_TAG).upper()
         if expression_type == EXPRESSION_SQL92:
             raise bad(ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
-        return parse_tags(req.ext_str("subscription") or SUBSCRIBE_ALL)
+        return parse_tags(header.subscription or SUBSCRIBE_ALL)
     clients = role.broker.online_clients(params.group)
     if not clients:
         raise bad(ResponseCode.SUBSCRIPTION_NOT_EXIST, role.server.faq("the consumer's group info not exist"))
@@ -360,7 +333,7 @@ def parse_tags(expression: str) -> set[str] | None:
 
 
 def view_message(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    offset = role.int_field(req, "offset", long=True)
+    offset = ViewMessageHeader.parse(req).offset
     if offset < 0:  # what selectOneMessageByOffset's null becomes (QueryMessageProcessor)
         raise bad(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
     with role.lock:
@@ -369,16 +342,15 @@ def view_message(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
 
 
 def send_back(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    group = role.str_field(req, "group")
-    offset = role.int_field(req, "offset", long=True)
-    delay = role.int_field(req, "delayLevel", 0)
+    header = ConsumerSendMsgBackHeader.parse(req)
+    group, offset, delay = header.group, header.offset, header.delayLevel
     # AbstractSendMessageProcessor.consumerSendMsgBack: no group config, no retry topic
     role.check_group(group, f"subscription group not exist, {group} ")
     if offset < 0:
         raise bad(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
     with role.lock:
         role.broker.ensure_group(group)  # findSubscriptionGroupConfig auto-creates it
-        max_times = role.int_field(req, "maxReconsumeTimes", -1)
+        max_times = header.maxReconsumeTimes
         if req.version < MQVersion.V3_4_9 or max_times < 0:
             max_times = int(role.broker.groups[group].get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
         try:

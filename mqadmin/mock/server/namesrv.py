@@ -8,20 +8,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mqadmin import fastjson
-from mqadmin.mock.server.role import (
-    DEFAULT_TOPIC,
-    DEFAULT_TOPIC_PERM,
-    DEFAULT_TOPIC_QUEUES,
-    MASTER_ID,
-    PERM_READ_WRITE,
-    RETRY_TOPIC_QUEUES,
-    Role,
-    bad,
-)
+from mqadmin.mock.server.role import DEFAULT_TOPIC_PERM, DEFAULT_TOPIC_QUEUES, RETRY_TOPIC_QUEUES, Role, bad
 from mqadmin.model import BrokerData, QueueData, TopicRoute
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, ResponseCode
-from mqadmin.protocol.constants import RETRY_PREFIX
+from mqadmin.protocol.constants import DEFAULT_TOPIC, MASTER_ID, PERM_READ_WRITE, RETRY_PREFIX
+from mqadmin.protocol.headers import KvConfigHeader, RouteInfoHeader
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.connection import Connection
@@ -43,7 +35,8 @@ NamesrvHandler = Callable[[NamesrvRole, "Connection", RemotingCommand], Remoting
 
 
 def route(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic = req.ext_str("topic") or ""
+    header = RouteInfoHeader.parse(req)
+    topic = header.topic
     with role.server.lock:
         found = role.server.cluster.topic_route(topic) or _implicit_route(role, topic)
     if found is None:
@@ -52,7 +45,7 @@ def route(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> Remoting
     # Standard JSON from 4.9.4 on, when the client is new enough or sets acceptStandardJsonOnly
     # (namesrv: DefaultRequestProcessor.java, getRouteInfoByTopic).
     standard = role.server.version_ordinal >= MQVersion.V4_9_4 and (
-        req.version >= MQVersion.V4_9_4 or bool(req.ext_bool("acceptStandardJsonOnly", False))
+        req.version >= MQVersion.V4_9_4 or bool(header.acceptStandardJsonOnly)
     )
     return role.reply(req, body=_route_body(found, standard=standard, v5=role.server.v5))
 
@@ -96,12 +89,13 @@ def topic_list(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> Rem
 
 
 def kv_config(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    ns, key = req.ext_str("namespace"), req.ext_str("key")
+    header = KvConfigHeader.parse(req)
+    ns, key = header.namespace, header.key
     return role.reply(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
 
 
 def kv_list(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    ns = req.ext_str("namespace")
+    ns = KvConfigHeader.parse(req).namespace
     return role.reply(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
 
 

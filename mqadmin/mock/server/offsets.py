@@ -8,8 +8,17 @@ from mqadmin import fastjson, names
 from mqadmin.mock.server.broker import data_version
 from mqadmin.mock.server.role import bad
 from mqadmin.model import MessageQueue
+from mqadmin.protocol import versions
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import LanguageCode, ResponseCode
+from mqadmin.protocol.headers import (
+    MaxOffsetHeader,
+    QueryConsumerOffsetHeader,
+    QueueHeader,
+    ResetOffsetHeader,
+    SearchOffsetHeader,
+    UpdateConsumerOffsetHeader,
+)
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -17,23 +26,24 @@ if TYPE_CHECKING:
 
 
 def query_consumer_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    group = role.str_field(req, "consumerGroup")
-    topic, qid = role.queue_args(req)
-    zero = req.ext_bool("setZeroIfNotFound")
+    header = QueryConsumerOffsetHeader.parse(req)
+    topic, qid = header.topic, header.queueId
+    role.check_queue(topic, qid)
     with role.lock:
-        offset = role.broker.query_consumer_offset(group, topic, qid, zero)
+        offset = role.broker.query_consumer_offset(header.consumerGroup, topic, qid, header.setZeroIfNotFound)
     return role.reply(req, ext={"offset": offset})
 
 
 def update_consumer_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    group = role.str_field(req, "consumerGroup")
-    topic = role.str_field(req, "topic")
-    qid, offset = req.ext_int("queueId"), req.ext_int("commitOffset")
-    if qid is None or offset is None:
-        missing = "queueId" if qid is None else "commitOffset"
-        code = ResponseCode.INVALID_PARAMETER if role.server.v >= (5, 3, 2) else ResponseCode.SYSTEM_ERROR
-        raise bad(code, f"the custom field <{missing}> is null")
-    qid, offset = role.int_field(req, "queueId"), role.int_field(req, "commitOffset", long=True)
+    if req.ext_str("consumerGroup") is not None and req.ext_str("topic") is not None:
+        # the processor refuses the null numbers itself (broker: ConsumerManageProcessor.java)
+        for name in ("queueId", "commitOffset"):
+            if req.ext_int(name) is None:
+                invalid = versions.invalid_parameter_for_names(role.server.v)
+                code = ResponseCode.INVALID_PARAMETER if invalid else ResponseCode.SYSTEM_ERROR
+                raise bad(code, f"the custom field <{name}> is null")
+    header = UpdateConsumerOffsetHeader.parse(req)
+    group, topic, qid, offset = header.consumerGroup, header.topic, header.queueId, header.commitOffset
     # ConsumerManageProcessor (5.3): a group or topic that cannot exist
     role.check_group(group, f"subscription group not exist, {group}")
     if names.topic_problem(topic):
@@ -48,30 +58,31 @@ def update_consumer_offset(role: BrokerRole, conn: Connection, req: RemotingComm
 
 
 def search_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic, qid = role.queue_args(req)
-    ts = role.int_field(req, "timestamp", long=True)
+    header = SearchOffsetHeader.parse(req)
+    topic, qid = header.topic, header.queueId
+    role.check_queue(topic, qid)
     boundary = "LOWER"
-    if role.server.v >= (5, 1, 4):  # the header field exists from 5.1.4
-        boundary = (req.ext_str("boundaryType") or "LOWER").upper()
+    if versions.search_boundary_type(role.server.v):
+        boundary = (header.boundaryType or "LOWER").upper()
     with role.lock:
-        offset = role.broker.search_offset(topic, qid, ts, boundary)
+        offset = role.broker.search_offset(topic, qid, header.timestamp, boundary)
     return role.reply(req, ext={"offset": offset})
 
 
 def max_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic, qid = role.queue_args(req)
+    topic, qid = role.check_queue_of(MaxOffsetHeader.parse(req))
     with role.lock:
         return role.reply(req, ext={"offset": role.broker.max_offset(topic, qid)})
 
 
 def min_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic, qid = role.queue_args(req)
+    topic, qid = role.check_queue_of(QueueHeader.parse(req))
     with role.lock:
         return role.reply(req, ext={"offset": role.broker.min_offset(topic, qid)})
 
 
 def earliest_store_time(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic, qid = role.queue_args(req)
+    topic, qid = role.check_queue_of(QueueHeader.parse(req))
     with role.lock:
         return role.reply(req, ext={"timestamp": role.broker.earliest_store_time(topic, qid)})
 
@@ -94,18 +105,14 @@ def all_consumer_offsets(role: BrokerRole, conn: Connection, req: RemotingComman
 
 
 def reset_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    topic = role.str_field(req, "topic")
-    group = role.str_field(req, "group")
-    timestamp = role.int_field(req, "timestamp", -1, long=True)
-    force = bool(req.ext_bool("isForce", False))
-    queue_id = role.int_field(req, "queueId", -1)
-    offset = role.int_field(req, "offset", -1, long=True)
+    header = ResetOffsetHeader.parse(req)
+    topic, group, timestamp = header.topic, header.group, header.timestamp
     with role.lock:
         # The model pushes to online clients through their on_reset callbacks, synchronously
         # and under this lock; they read the request's timestamp from here.
         role.reset_request = (timestamp, req.language == LanguageCode.CPP.name)
         try:
-            table = role.broker.reset_offset(topic, group, timestamp, force, queue_id, offset)
+            table = role.broker.reset_offset(topic, group, timestamp, header.isForce, header.queueId, header.offset)
         finally:
             role.reset_request = (-1, False)
         version = role.broker.offsets_version

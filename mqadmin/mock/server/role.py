@@ -18,16 +18,11 @@ if TYPE_CHECKING:
     from mqadmin.mock.server.connection import Connection
     from mqadmin.mock.server.core import MockServer
 
-#: the topic producers fall back to for unknown topics; brokers create it with 8 queues, perm 7
-DEFAULT_TOPIC: Final = "TBW102"
+#: brokers create the default topic (protocol.constants.DEFAULT_TOPIC) with 8 queues, perm 7,
+#: and cap auto-created topics at 8 queues (broker: BrokerConfig.java defaultTopicQueueNums)
 DEFAULT_TOPIC_QUEUES: Final = 8
 DEFAULT_TOPIC_PERM: Final = 7
-DEFAULT_NEW_TOPIC_QUEUES: Final = 4
 RETRY_TOPIC_QUEUES: Final = 1
-PERM_READ: Final = 0x4
-PERM_WRITE: Final = 0x2
-PERM_READ_WRITE: Final = PERM_READ | PERM_WRITE
-MASTER_ID: Final = 0
 
 Handler = Callable[["Connection", RemotingCommand], "RemotingCommand | None"]
 
