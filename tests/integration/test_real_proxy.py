@@ -201,8 +201,9 @@ def test_reset_with_the_consumer_running_and_messages_in_flight(
         assert len(held) == 2
         before = len(first)
         # Let the consumer's pending long poll (2 s) end and hold it still while the tool applies
-        # and reads back: a POP consumer that pops in between moves the offsets on at once (see
-        # the report: the read-back would then fail a reset that worked).
+        # and reads back: the broker answers the reset offset until the group's next pop takes
+        # it (ConsumerOffsetManager.queryThenEraseResetOffset), so a pop within those few ms
+        # would make the read-back see the consumer already past it.
         assert consumer.proc is not None
         consumer.proc.send_signal(signal.SIGSTOP)
         try:
