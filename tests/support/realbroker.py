@@ -5,7 +5,10 @@ version, so only the first run needs the network.  Everything here is stdlib-onl
 be imported from pytest fixtures, from benchmarks, or run as a script::
 
     python tests/support/realbroker.py fetch 5.3.3
-    python tests/support/realbroker.py start 5.3.3 [--brokers 2] [--workdir DIR]
+    python tests/support/realbroker.py start 5.3.3 [--brokers 2] [--proxy] [--workdir DIR]
+
+``--proxy`` (5.x) also starts a ``rocketmq-proxy`` in cluster mode (:class:`RealProxy`) for
+the gRPC clients of apache/rocketmq-clients; its jars resolve into ``<version>-proxy``.
 
 Things learnt by running it (JDK 17, 2 cores):
 
@@ -1415,6 +1418,7 @@ def _main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="run a cluster until Ctrl-C")
     start.add_argument("version", help=f"e.g. {', '.join(VERSIONS)}")
     start.add_argument("--brokers", type=int, default=1)
+    start.add_argument("--proxy", action="store_true", help="also a rocketmq-proxy (5.x) for gRPC clients")
     start.add_argument(
         "--workdir", type=Path, default=None, help="kept after exit; default is a temporary dir that is removed"
     )
@@ -1434,6 +1438,9 @@ def _main(argv: list[str] | None = None) -> int:
         print(cluster.namesrv_addr, flush=True)
         for name, addr in cluster.brokers:
             print(f"# {name} {addr}", file=sys.stderr)
+        if args.proxy:
+            proxy = stack.enter_context(RealProxy(cluster))
+            print(f"# proxy gRPC {proxy.grpc_endpoint}, remoting {proxy.remoting_addr}", file=sys.stderr)
         print(f"# workdir {workdir}; timings {cluster.timings}; Ctrl-C to stop", file=sys.stderr, flush=True)
         while not stop_event.wait(1.0):
             pass
