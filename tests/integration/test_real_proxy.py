@@ -184,6 +184,12 @@ def test_reset_with_the_consumer_stopped_reconsumes_from_the_new_offsets(
     assert sorted(str(e["body"]) for e in again) == sorted(b)
     assert all(e["attempt"] == 1 for e in again)
 
+    # The Java tool resets a POP group too (consumer stopped) and lands on the same offsets.
+    java = p.cluster.mqadmin("resetOffsetByTime", "-g", group, "-t", topic, "-s", str(boundary))
+    rows = [line.split() for line in java.stdout.splitlines() if line.startswith("broker-a")]
+    assert {int(r[1]): int(r[2]) for r in rows} == a_per_queue
+    assert p.committed(group, topic) == a_per_queue
+
 
 def test_reset_with_the_consumer_running_and_messages_in_flight(
     proxied: Proxied, cli_proc: Callable[..., CliResult]
