@@ -34,7 +34,7 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	rm -rf build/typecheck
+	rm -rf build/typecheck build/lib  # build/lib would carry modules deleted since into the copy
 	$(PY) -m pip install -q --no-deps --target build/typecheck .
 	cd build/typecheck && ../../$(PY) -m mypy --config-file ../../pyproject.toml mqadmin
 	cd build/typecheck && PYTHONPATH=. ../../$(VENV)/bin/lint-imports --config ../../pyproject.toml

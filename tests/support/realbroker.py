@@ -5,7 +5,10 @@ version, so only the first run needs the network.  Everything here is stdlib-onl
 be imported from pytest fixtures, from benchmarks, or run as a script::
 
     python tests/support/realbroker.py fetch 5.3.3
-    python tests/support/realbroker.py start 5.3.3 [--brokers 2] [--workdir DIR]
+    python tests/support/realbroker.py start 5.3.3 [--brokers 2] [--proxy] [--workdir DIR]
+
+``--proxy`` (5.x) also starts a ``rocketmq-proxy`` in cluster mode (:class:`RealProxy`) for
+the gRPC clients of apache/rocketmq-clients; its jars resolve into ``<version>-proxy``.
 
 Things learnt by running it (JDK 17, 2 cores):
 
@@ -71,10 +74,18 @@ DEFAULT_CLUSTER = "TestCluster"
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 
 # Variables that would silently redirect or reconfigure a child JVM.
-_SCRUBBED_ENV = ("NAMESRV_ADDR", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH")
+_SCRUBBED_ENV = (
+    "NAMESRV_ADDR",
+    "RMQ_PROXY_HOME",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+)
 
 # 4.9.8 frees mapped files by reflection into JDK internals; without these its shutdown
 # hook dies with InaccessibleObjectException and leaves the abort file (checked on this
@@ -103,13 +114,17 @@ def cache_root() -> Path:
 
 
 _ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools", "rocketmq-client")
+# The 5.x proxy resolves into a lib dir of its own (``<version>-proxy``), so adding it never
+# invalidates a cache that already holds the servers and tools.
+PROXY_COMPONENT = "proxy"
+_COMPONENT_ARTIFACTS = {"": _ARTIFACTS, PROXY_COMPONENT: ("rocketmq-proxy",)}
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
-def _pom_text(version: str) -> str:
+def _pom_text(version: str, artifacts: tuple[str, ...] = _ARTIFACTS) -> str:
     """A throwaway pom whose runtime closure equals the binary distribution's lib/.
 
     Up to 5.3.3 the module poms inherit versions from ``rocketmq-all``, imported here as a
@@ -126,7 +141,7 @@ def _pom_text(version: str) -> str:
     deps = "".join(
         f"<dependency><groupId>org.apache.rocketmq</groupId><artifactId>{artifact}</artifactId>"
         f"<version>{version}</version></dependency>\n"
-        for artifact in _ARTIFACTS
+        for artifact in artifacts
     )
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
 <modelVersion>4.0.0</modelVersion>
@@ -150,13 +165,15 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_dist(version: str) -> Path:
-    """Return a lib dir holding namesrv, broker, tools and client jars for ``version``.
+def ensure_dist(version: str, component: str = "") -> Path:
+    """Return a lib dir holding namesrv, broker, tools and client jars for ``version``
+    (with ``component="proxy"``: the rocketmq-proxy jar and its runtime closure).
 
     Resolved once with ``mvn`` and cached behind a marker file; a failure raises with
     Maven's last lines, because a real-broker test must never be skipped quietly.
     """
-    base = cache_root() / version
+    artifacts = _COMPONENT_ARTIFACTS[component]
+    base = cache_root() / (f"{version}-{component}" if component else version)
     lib = base / "lib"
     marker = base / ".complete"
     if marker.is_file() and lib.is_dir():
@@ -168,7 +185,7 @@ def ensure_dist(version: str) -> Path:
         if not mvn:
             raise RuntimeError("mvn not found on PATH; needed to fetch RocketMQ jars")
         pom = base / "pom.xml"
-        pom.write_text(_pom_text(version))
+        pom.write_text(_pom_text(version, artifacts))
         staging = base / "lib.partial"
         shutil.rmtree(staging, ignore_errors=True)
         cmd = [
@@ -190,7 +207,8 @@ def ensure_dist(version: str) -> Path:
         if proc.returncode != 0 or not jars:
             text = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # -B keeps some colour
             tail = "\n".join(text.strip().splitlines()[-25:])
-            raise RuntimeError(f"Maven could not resolve RocketMQ {version} (exit {proc.returncode}):\n{tail}")
+            what = " ".join(artifacts)
+            raise RuntimeError(f"Maven could not resolve RocketMQ {version} {what} (exit {proc.returncode}):\n{tail}")
         shutil.rmtree(lib, ignore_errors=True)
         staging.rename(lib)
         marker.write_text("".join(f"{jar.name}\n" for jar in jars))
@@ -256,7 +274,7 @@ def _prepare_home(workdir: Path) -> Path:
     home = workdir / "rmq-home"
     conf = home / "conf"
     conf.mkdir(parents=True, exist_ok=True)
-    for role, level in (("namesrv", "INFO"), ("broker", "INFO"), ("tools", "WARN")):
+    for role, level in (("namesrv", "INFO"), ("broker", "INFO"), ("proxy", "INFO"), ("tools", "WARN")):
         path = conf / f"logback_{role}.xml"
         if not path.exists():
             path.write_text(_logback_xml(level))
@@ -274,14 +292,16 @@ def _jvm_command(
     *,
     log_name: str,
     props: Mapping[str, str] | None = None,
+    component: str = "",
 ) -> list[str]:
     """Full java command line for one RocketMQ process with everything under workdir.
 
     ``props`` are extra system properties (e.g. ``tls.*``); they come after the defaults and
-    so win (the JVM keeps the last ``-D`` of a name).
+    so win (the JVM keeps the last ``-D`` of a name).  ``component`` picks the lib dir
+    (see :func:`ensure_dist`).
     """
     java = java_binary()
-    lib = ensure_dist(version)
+    lib = ensure_dist(version, component)
     home = _prepare_home(workdir)
     cmd = [java, *heap, "-XX:+UseSerialGC", "-XX:ActiveProcessorCount=2", "-XX:-OmitStackTraceInFastThrow"]
     if role != "tools" and java_major(java) >= 9:
@@ -833,15 +853,15 @@ class _JavaProcess:
         return clean
 
 
-_LIVE: set[RealCluster] = set()
+_LIVE: set[RealCluster | RealProxy] = set()
 
 
 @atexit.register
 def _stop_leftovers() -> None:
-    """Never leave JVMs behind when a caller forgot to stop a cluster."""
-    for cluster in list(_LIVE):
+    """Never leave JVMs behind when a caller forgot to stop a cluster (proxies go first)."""
+    for running in sorted(_LIVE, key=lambda item: not isinstance(item, RealProxy)):
         with contextlib.suppress(Exception):
-            cluster.stop(check=False)
+            running.stop(check=False)
 
 
 @dataclasses.dataclass
@@ -1261,6 +1281,130 @@ class RealCluster:
                 time.sleep(0.1)
 
 
+class RealProxy:
+    """A 5.x ``rocketmq-proxy`` in cluster mode in front of a running :class:`RealCluster`.
+
+    Cluster mode is the separate deployment (the proxy is a client of namesrv and brokers);
+    local mode would embed a broker in the proxy's JVM instead.  The gRPC port is what the
+    apache/rocketmq-clients SDKs connect to; the remoting port speaks the classic protocol.
+    Both listen on every interface (the proxy has no bind-address setting); everything is
+    advertised and dialled on 127.0.0.1.  Config, logs and user.home live under ``workdir``.
+    """
+
+    def __init__(self, cluster: RealCluster, workdir: str | Path | None = None) -> None:
+        if is_v4(cluster.version):
+            raise ValueError("rocketmq-proxy exists from 5.0 on")
+        if cluster.credentials is not None or cluster.tls is not None or cluster.jvm_props:
+            raise ValueError("the proxy harness fronts plain clusters only (no auth, no TLS)")
+        self.cluster = cluster
+        self.version = cluster.version
+        self.workdir = Path(workdir or cluster.workdir / "proxy").resolve()
+        self.grpc_port = 0
+        self.remoting_port = 0
+        self.timings: dict[str, float] = {}
+        self.unclean_stops: list[str] = []
+        self._proc: _JavaProcess | None = None
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def remoting_addr(self) -> str:
+        return f"127.0.0.1:{self.remoting_port}"
+
+    def __enter__(self) -> RealProxy:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop(check=exc_type is None)
+
+    def _config(self) -> Path:
+        conf = {
+            "rocketMQClusterName": self.cluster.cluster_name,
+            "proxyClusterName": "TestProxyCluster",
+            "proxyName": "test-proxy",
+            "proxyMode": "cluster",
+            "namesrvAddr": self.cluster.namesrv_addr,
+            "grpcServerPort": self.grpc_port,
+            "remotingListenPort": self.remoting_port,
+            # Default is the first non-loopback address, which clients would then be sent to.
+            "localServeAddr": "127.0.0.1",
+            "remotingAccessAddr": "127.0.0.1",
+            "enablePrintJstack": False,
+            "grpcShutdownTimeSeconds": 3,  # default 30: every stop would wait that out
+        }
+        path = self.workdir / "rmq-proxy.json"
+        path.write_text(json.dumps(conf, indent=2) + "\n")
+        return path
+
+    def start(self, attempts: int = 5) -> None:
+        """Resolve the proxy's jars, start it and wait until its gRPC port accepts connections."""
+        if self._proc is not None:
+            raise RuntimeError("proxy already started")
+        if not self.cluster.namesrv_addr:
+            raise RuntimeError("start the cluster first")
+        t0 = time.monotonic()
+        ensure_dist(self.version, PROXY_COMPONENT)
+        self.timings["dist"] = time.monotonic() - t0
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        home = _prepare_home(self.workdir)
+        _LIVE.add(self)
+        taken: set[int] = set(self.cluster._taken)
+        t1 = time.monotonic()
+        for attempt in range(attempts):
+            self.grpc_port = pick_port_block(above=1, taken=taken)
+            self.remoting_port = self.grpc_port + 1
+            cmd = _jvm_command(
+                self.version,
+                "proxy",
+                self.workdir,
+                ("-Xms128m", "-Xmx384m", "-XX:MaxDirectMemorySize=128m"),
+                PROXY_MAIN,
+                ["-pc", str(self._config())],
+                log_name="proxy.log",
+                props={"RMQ_PROXY_HOME": str(home)},
+                component=PROXY_COMPONENT,
+            )
+            proc = _JavaProcess("proxy", cmd, self.workdir, self.workdir / "logs" / "proxy.log")
+            self._proc = proc
+            try:
+                proc.wait_for_line("rocketmq-proxy startup successfully", proc.started + START_TIMEOUT)
+                RealCluster._wait_tcp(proc, self.grpc_port, proc.started + START_TIMEOUT)
+                RealCluster._wait_tcp(proc, self.remoting_port, proc.started + START_TIMEOUT)
+                break
+            except ProcessStartError as err:
+                proc.terminate()
+                proc.wait_or_kill(10)
+                self._proc = None
+                if not err.bind_conflict or attempt == attempts - 1:
+                    _LIVE.discard(self)
+                    raise
+        self.timings["proxy"] = time.monotonic() - t1
+
+    def terminate(self) -> None:
+        """Send SIGTERM without waiting, so the proxy (10-15 s) and the cluster (20 s) can shut
+        down side by side; :meth:`stop` then waits for it."""
+        if self._proc is not None:
+            self._proc.terminate()
+
+    def stop(self, check: bool = True) -> None:
+        """SIGTERM (its hook closes gRPC and its broker clients); raise on SIGKILL with ``check``."""
+        t0 = time.monotonic()
+        if self._proc is not None:
+            self._proc.terminate()
+            if not self._proc.wait_or_kill(STOP_TIMEOUT):
+                self.unclean_stops.append("proxy needed SIGKILL")
+            self._proc = None
+        _LIVE.discard(self)
+        self.timings["stop"] = time.monotonic() - t0
+        if check and self.unclean_stops:
+            raise RuntimeError("unclean proxy stop: " + "; ".join(self.unclean_stops))
+
+
 # --------------------------------------------------------------------------------------
 # Script entry point
 # --------------------------------------------------------------------------------------
@@ -1274,6 +1418,7 @@ def _main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="run a cluster until Ctrl-C")
     start.add_argument("version", help=f"e.g. {', '.join(VERSIONS)}")
     start.add_argument("--brokers", type=int, default=1)
+    start.add_argument("--proxy", action="store_true", help="also a rocketmq-proxy (5.x) for gRPC clients")
     start.add_argument(
         "--workdir", type=Path, default=None, help="kept after exit; default is a temporary dir that is removed"
     )
@@ -1293,6 +1438,9 @@ def _main(argv: list[str] | None = None) -> int:
         print(cluster.namesrv_addr, flush=True)
         for name, addr in cluster.brokers:
             print(f"# {name} {addr}", file=sys.stderr)
+        if args.proxy:
+            proxy = stack.enter_context(RealProxy(cluster))
+            print(f"# proxy gRPC {proxy.grpc_endpoint}, remoting {proxy.remoting_addr}", file=sys.stderr)
         print(f"# workdir {workdir}; timings {cluster.timings}; Ctrl-C to stop", file=sys.stderr, flush=True)
         while not stop_event.wait(1.0):
             pass

@@ -76,3 +76,21 @@ def test_real_cluster_smoke(version: str, tmp_path: Path) -> None:
     table = rb.parse_fastjson(cluster.consumer_offset_file().read_bytes())["offsetTable"]
     assert table[f"{TOPIC}@{GROUP}"] == {"2": 1}
     assert (store / "commitlog" / "00000000000000000000").stat().st_size == 16 * 1024 * 1024
+
+
+def test_proxy_dist_is_cached_apart() -> None:
+    """The proxy's closure lives beside the version's lib dir, never mixed into it."""
+    lib = rb.ensure_dist("5.3.3", rb.PROXY_COMPONENT)
+    started = time.monotonic()
+    assert rb.ensure_dist("5.3.3", rb.PROXY_COMPONENT) == lib
+    assert time.monotonic() - started < 0.5
+    assert lib.parent.name == "5.3.3-proxy"
+    assert any(lib.glob("org.apache.rocketmq.rocketmq-proxy-5.3.3.jar"))
+    assert not any(rb.ensure_dist("5.3.3").glob("org.apache.rocketmq.rocketmq-proxy-*.jar"))
+
+
+def test_proxy_refuses_clusters_it_cannot_front(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="from 5.0 on"):
+        rb.RealProxy(rb.RealCluster("4.9.7", tmp_path / "a"))
+    with pytest.raises(ValueError, match="plain clusters only"):
+        rb.RealProxy(rb.RealCluster("5.3.3", tmp_path / "b", credentials=("admin", "secret"), auth=True))
