@@ -156,9 +156,9 @@ def lower_boundary_search(version: Version) -> bool:
 
 
 def heartbeat_v2(version: Version) -> bool:
-    """5.1.1+: the broker answers heartbeats with IS_SUPPORT_HEART_BEAT_V2 and IS_SUB_CHANGE
+    """5.1.3+: the broker answers heartbeats with IS_SUPPORT_HEART_BEAT_V2 and IS_SUB_CHANGE
     (broker: ClientManageProcessor.java)."""
-    return _at_least(version, (5, 1, 1))
+    return _at_least(version, (5, 1, 3))
 
 
 def search_boundary_type(version: Version) -> bool:
@@ -181,9 +181,10 @@ def checks_group_on_commit(version: Version) -> bool:
 
 
 def subscription_group_total(version: Version) -> bool:
-    """5.3+: GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers totalGroupNum in its header
-    (broker: AdminBrokerProcessor.java)."""
-    return _at_least(version, (5, 3))
+    """After 5.3.3: GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers totalGroupNum in its header. No
+    release up to 5.3.3 has it; the development branch after it does (broker:
+    AdminBrokerProcessor.java, read back in BrokerOuterAPI.java)."""
+    return _at_least(version, (5, 3, 4))
 
 
 def invalid_parameter_for_names(version: Version) -> bool:
