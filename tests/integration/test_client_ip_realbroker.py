@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from mqadmin import errors
 from mqadmin.cli import main
 from mqadmin.model import Message, MessageQueue
 from mqadmin.output import Env
@@ -61,8 +62,16 @@ def owners(world: World) -> dict[MessageQueue, str]:
     return out
 
 
+def retry_queues(world: World) -> list[MessageQueue]:
+    try:
+        return world.admin.topic_route("%RETRY%" + GROUP).message_queues()
+    except errors.TopicNotExist:
+        return [MessageQueue("%RETRY%" + GROUP, "?", 0)]  # not created yet: nothing settled
+
+
 def settled(world: World) -> dict[MessageQueue, str]:
-    """Wait until two clients are online, every topic queue has one holder, and that holds for 2 s."""
+    """Wait until two clients are online, every queue (the topic's, the group's %RETRY%) has one
+    holder, and that holds for 2 s."""
     deadline = time.monotonic() + SETTLE_S
     last: dict[MessageQueue, str] | None = None
     while True:
@@ -71,7 +80,8 @@ def settled(world: World) -> dict[MessageQueue, str]:
         except Exception:  # noqa: BLE001 - a client still starting: ask again until the deadline
             now = {}
         clients = set(now.values())
-        if len(clients) == 2 and set(world.queues) <= set(now) and now == last:
+        wanted = set(world.queues) | set(retry_queues(world))  # the %RETRY% queue is rebalanced last
+        if len(clients) == 2 and wanted <= set(now) and now == last:
             return now
         assert time.monotonic() < deadline, f"the group did not settle: {now}"
         last = now
