@@ -5,7 +5,8 @@ broker forwards GET_CONSUMER_RUNNING_INFO to each of them and relays what they r
 tools must then name the same client IP for every queue, with one known difference: the C++
 client reports a queue it has no committed offset for (a 5.x %RETRY% queue) with commitOffset
 2^64-1, which the Java tool's JSON reader cannot take as a long; it then logs "parseLong error"
-and shows N/A for every queue, where we still show what the clients reported.
+and stops there (that client's and every later client's queues N/A), where we still show what
+the clients reported.
 """
 
 from __future__ import annotations
@@ -146,7 +147,10 @@ def test_client_ip_column_matches_the_java_tool(world: World) -> None:
         ip = expected.get(key, "N/A")
         assert ours_text[key]["Client IP"] == ip, key
         assert ours_json[key] == (None if ip == "N/A" else ip), key
-        assert row["Client IP"] == ("N/A" if java_failed else ip), key
+        # the Java tool stops at the report it cannot read: that client's and later ones' queues N/A
+        assert row["Client IP"] in ((ip, "N/A") if java_failed else (ip,)), key
     assert all(ours_json[(mq.topic, mq.broker_name, mq.queue_id)] for mq in world.queues)
+    if java_failed:
+        assert any(r["Client IP"] == "N/A" != ours_text[k]["Client IP"] for k, r in java.items())
     if rb.is_v4(world.cluster.version):  # a 4.x broker answers 0 for an uncommitted queue: Java reads it
         assert not java_failed
