@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING
 from mqadmin.commands._common import (
     fan_out,
     group_offsets,
-    has_broker,
-    local_notes,
     open_admin,
     queue_bounds,
     route_of,
-    store_time_at,
 )
 from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, choose_engine
+from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._offset_search import Where, locate
 from mqadmin.commands._options import (
     ENGINE,
@@ -257,48 +255,32 @@ class QueryOffsetCommand(SubCommand):
     ) -> QueryOffsetResult:
         """One row per client and queue, from the clients' offsets files; the broker (-n) adds
         min/max, lag, lag as time and where -s lands."""
-        from mqadmin.localstore import find_offset_files
-
-        files = find_offset_files(path, group)
-        groups = sorted({f.group for f in files})
-        if group is None and len(groups) > 1:
-            raise errors.UsageError(f"{path} holds offsets of several groups ({', '.join(groups)}): pass -g")
-        group = groups[0]
-        local_notes(ctx, files)
-        admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
-        if ts is not None and admin is None:
-            raise errors.UsageError("-s needs -n: the time search comes from the broker (or store:///its/store)")
+        source = LocalOffsets.open(ctx, path, group, one_group=True)
+        if ts is not None:
+            source.need_broker("-s")
+        admin, files = source.admin, source.files
         where: dict[MessageQueue, Where]
         if admin is not None:
             queues = route_of(admin, topic).message_queues()
             bounds = queue_bounds(admin, queues)
             where = locate(admin, queues, bounds, ts, time_field, slice_size, Engine(), ctx)
         else:
-            queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})
+            queues = source.file_queues(topic)
             where = {mq: Where() for mq in queues}
-        oldest: dict[tuple[MessageQueue, int], int | None] = {}
 
-        def row(item: tuple[OffsetsFile, MessageQueue]) -> QueueOffsetRow:
-            f, mq = item
+        def row(f: OffsetsFile, mq: MessageQueue) -> QueueOffsetRow:
             w = where[mq]
-            lo, hi = w.min_offset, w.max_offset
-            r = QueueOffsetRow(mq.broker_name, mq.queue_id, lo, hi, client=f.client)
+            r = QueueOffsetRow(mq.broker_name, mq.queue_id, w.min_offset, w.max_offset, client=f.client)
             r.offset_at_time, r.store_time_at_offset, r.time_at_offset = w.offset, w.store_time, w.field_time
             r.consumer_offset = f.offsets.get(mq)
-            if admin is not None and hi is not None and r.consumer_offset is not None:
-                r.lag = max(hi - r.consumer_offset, 0)
-                r.lag_time_ms = 0
-                if r.lag:
-                    key = (mq, max(r.consumer_offset, lo or 0))
-                    if key not in oldest:
-                        oldest[key] = store_time_at(admin, mq, key[1])
-                    t = oldest[key]
-                    r.lag_time_ms = max(ctx.now - t, 0) if t else None
+            if admin is not None and w.max_offset is not None and r.consumer_offset is not None:
+                r.lag = max(w.max_offset - r.consumer_offset, 0)
+                r.lag_time_ms = source.lag_time_ms(ctx, mq, r.consumer_offset, w.max_offset, w.min_offset)
             return r
 
-        rows = [row((f, mq)) for f in files for mq in queues]
+        rows = [row(f, mq) for f in files for mq in queues]
         return QueryOffsetResult(
-            topic, group, ts, rows, ctx.tz, local_files=files, time_field=str(time_field), engine="local"
+            topic, source.group, ts, rows, ctx.tz, local_files=files, time_field=str(time_field), engine="local"
         )
 
 
