@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -165,7 +164,7 @@ def test_master_stopped_java_tool_reads_the_slave_too(ms: MasterSlave) -> None:
 
 def test_master_stopped_resets_refuse(ms: MasterSlave, tmp_path: Path) -> None:
     """A slave would accept an offset update, and the master's copy would overwrite it when it
-    is back: the reset would be lost silently, so we refuse."""
+    is back: the reset would be lost silently, so we refuse, before any backup or write."""
     backup = tmp_path / "b.json"
     res = run(
         ms.cluster,
@@ -182,21 +181,32 @@ def test_master_stopped_resets_refuse(ms: MasterSlave, tmp_path: Path) -> None:
         str(backup),
     )
     assert res.code == 1, (res.stdout, res.stderr)
-    # the plan's footer says why; the offsets on the slave did not move
-    assert re.search(r"broker-a\b.*broker-a has no master online", res.stdout), res.stdout
-    assert "offsets live on the master" in res.stdout
+    # one line says why, naming the broker; nothing was backed up and the slave's offsets did not move
+    line = res.stderr.strip().splitlines()[-1]
+    assert "broker-a has no master online" in line and "offsets live on the master" in line, res.stderr
+    assert res.stdout == "" and not backup.exists()
     assert res.stderr.count("reading from its slave") == 1, res.stderr
     assert "Traceback" not in res.stderr
     ((_, slave_addr),) = ms.cluster.slaves
     assert [_offset_on(slave_addr, MS_GROUP, MS_TOPIC, q) for q in range(MS_QUEUES)] == [MS_COMMITTED] * MS_QUEUES
 
-    # a backup with other offsets (as an earlier reset would have left) is refused the same way
-    doc = json.loads(backup.read_text())
-    for row in doc["offsets"]:
-        row["offset"] = 0
-    backup.write_text(json.dumps(doc))
-    res = run(ms.cluster, ms.home, "restoreOffset", "--from", str(backup), "--yes")
-    assert res.code == 1 and "broker-a has no master online" in res.stdout, (res.stdout, res.stderr)
+    # a plan with other offsets (exported: it changes nothing, so it is planned from the slave)
+    # is refused the same way by restoreOffset
+    plan = tmp_path / "plan.csv"
+    res = run(
+        ms.cluster, ms.home, "resetOffsetByTime", "-g", MS_GROUP, "-t", MS_TOPIC, "--to-earliest", "--export", str(plan)
+    )
+    assert res.code == 0 and plan.exists(), (res.stdout, res.stderr)
+    res = run(ms.cluster, ms.home, "restoreOffset", "--from", str(plan), "--yes", "--backup", str(backup))
+    assert res.code == 1 and "broker-a has no master online" in res.stderr, (res.stdout, res.stderr)
+    assert not backup.exists()
+    for args in (
+        ("skipAccumulatedMessage", "-g", MS_GROUP, "-t", MS_TOPIC),
+        ("cloneGroupOffset", "-s", MS_GROUP, "-d", "MsOther", "-t", MS_TOPIC),
+    ):
+        res = run(ms.cluster, ms.home, *args, "--yes", "--backup", str(backup))
+        assert res.code == 1 and "broker-a has no master online" in res.stderr, (args, res.stdout, res.stderr)
+        assert not backup.exists(), args
     assert [_offset_on(slave_addr, MS_GROUP, MS_TOPIC, q) for q in range(MS_QUEUES)] == [MS_COMMITTED] * MS_QUEUES
 
 
