@@ -73,6 +73,7 @@ class QueryOffsetParams(EngineParams):
     timestamp: str | None
     time_field: str
     local_store: str | None
+    partial: bool
 
     def __post_init__(self) -> None:
         if not self.topics and not self.all_topics:
@@ -86,6 +87,8 @@ class QueryOffsetParams(EngineParams):
                 raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
             if self.engine == "spark":
                 raise errors.UsageError("--local-store runs on the local engine only")
+        if self.partial and (self.bulk or self.local_store):
+            raise errors.UsageError("--partial takes one topic and at most one group, read from the brokers")
 
     @property
     def topics(self) -> list[str]:
@@ -177,6 +180,15 @@ class QueryOffsetCommand(SubCommand):
         SPARK_CONF,
         SLICE_SIZE,
         LOCAL_STORE,
+        Opt(
+            "partial",
+            ("--partial",),
+            "When a broker of the topic does not answer, the others' queues are still shown and the missing "
+            "broker named (on stderr, and under missing_brokers in JSON), then exit 1; --partial accepts such an "
+            "answer (exit 0). One topic and at most one group (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
     )
 
     params_type = QueryOffsetParams
@@ -191,10 +203,16 @@ class QueryOffsetCommand(SubCommand):
             group = groups[0] if groups else None
             return self._local(ctx, Path(params.local_store), topics[0], group, ts, time_field, slice_size)
         admin = open_admin(ctx)
+        missing: dict[str, str] = {}
+        bounds: list[tuple[int, int]] | None = None
         if not bulk:
             topic, group = topics[0], groups[0] if groups else None
             queues = route_of(admin, topic).message_queues()
-            consumer = {group: group_offsets(admin, group, topic)} if group else {}
+            try:
+                consumer = {group: group_offsets(admin, group, topic)} if group else {}
+                bounds = queue_bounds(admin, queues)
+            except errors.ConnectError as exc:
+                queues, consumer, bounds, missing = _live_brokers_only(admin, group, queues, exc)
             pairs: list[tuple[str, str | None]] = [(topic, group)]
         else:
             selected = _select_topics(ctx, admin, topics, params.all_topics)
@@ -206,7 +224,8 @@ class QueryOffsetCommand(SubCommand):
             needed = list(dict.fromkeys(t for t, _ in pairs))
             queues = [mq for t in needed for mq in routes[t] or []]
             consumer = by_group
-        bounds = queue_bounds(admin, queues)
+        if bounds is None:
+            bounds = queue_bounds(admin, queues)
         run = choose_engine(ctx, params, _work(ts, time_field, queues, bounds))
         where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
         results = [
@@ -214,7 +233,7 @@ class QueryOffsetCommand(SubCommand):
             for t, g in pairs
         ]
         if not bulk:
-            return results[0]
+            return _missing(ctx, results[0], missing, params.partial)
         return BulkQueryOffsetResult(ts, str(time_field), run.name, results, ctx.tz)
 
     def _result(
@@ -282,6 +301,53 @@ class QueryOffsetCommand(SubCommand):
         return QueryOffsetResult(
             topic, source.group, ts, rows, ctx.tz, local_files=files, time_field=str(time_field), engine="local"
         )
+
+
+def _live_brokers_only(
+    admin: Admin, group: str | None, queues: list[MessageQueue], cause: errors.ConnectError
+) -> tuple[list[MessageQueue], dict[str, dict[MessageQueue, OffsetWrapper]], list[tuple[int, int]], dict[str, str]]:
+    """After a broker did not answer: ask each broker of the topic once, and read the queues of
+    those that answer one by one (their bounds, the group's offsets); (queues, the group's
+    offsets, bounds, the brokers that did not answer -> why). When every broker answers, or none
+    does, there is no partial answer to give: ``cause`` is raised."""
+    first = {mq.broker_name: mq for mq in reversed(queues)}
+    names = sorted(first)
+
+    def probe(name: str) -> str | None:
+        try:
+            admin.max_offset(first[name])
+        except errors.ConnectError as exc:
+            return str(exc)
+        return None
+
+    missing = {n: why for n, why in zip(names, fan_out(probe, names), strict=True) if why is not None}
+    if not missing or len(missing) == len(names):
+        raise cause
+    live = [mq for mq in queues if mq.broker_name not in missing]
+    bounds = queue_bounds(admin, live)
+    consumer: dict[str, dict[MessageQueue, OffsetWrapper]] = {}
+    if group:
+        found = fan_out(lambda mq: admin.consumer_offset(group, mq), live)
+        consumer[group] = {
+            mq: OffsetWrapper(hi, off, 0)
+            for mq, off, (_, hi) in zip(live, found, bounds, strict=True)
+            if off is not None
+        }
+    return live, consumer, bounds, missing
+
+
+def _missing(ctx: Context, result: QueryOffsetResult, missing: dict[str, str], partial: bool) -> QueryOffsetResult:
+    """Name the brokers that did not answer: one line on stderr; exit 1 unless --partial."""
+    if not missing:
+        return result
+    result.missing_brokers = missing
+    line = "; ".join(f"{b} did not answer ({why})" for b, why in sorted(missing.items()))
+    line += ": the answer covers the other broker(s) only"
+    if partial:
+        ctx.env.warn(f"{line} (--partial)")
+    else:
+        result.failure = f"{line}; --partial accepts that"
+    return result
 
 
 def _work(

@@ -236,3 +236,31 @@ def test_broker_gone_after_planning_refuses_before_the_backup(rig5: Rig, command
     assert "broker-b did not answer" in line and "nothing was changed" in line, err
     assert not (mqadmin_home / "backups").exists()  # where the backup would have gone
     assert set(state(rig5).values()) == {BASELINE}
+
+
+def test_query_offset_answers_for_the_live_broker_and_names_the_silent_one(rig5: Rig) -> None:
+    """broker-b refuses connections: broker-a's queues are shown, broker-b is named on stderr and
+    under missing_brokers, exit 1; --partial accepts the answer (exit 0)."""
+    args = ("queryOffset", "-n", rig5.namesrv, "-t", TOPIC, "-g", GROUP, "-s", str(START), "--timeout", TIMEOUT_S)
+    try:
+        rig5.proxy.down = True
+        rig5.proxy.cut_all()
+        for partial, code_wanted in ((False, 1), (True, 0)):
+            code, out, err = cli(*args, "--json", *(["--partial"] if partial else []))
+            assert code == code_wanted, (partial, out, err)
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and "broker-b did not answer" in lines[0] and rig5.proxy.addr in lines[0], err
+            assert ("--partial accepts that" in lines[0]) is not partial
+            doc: dict[str, Any] = json.loads(out)
+            assert [(q["broker"], q["queue_id"]) for q in doc["queues"]] == [("broker-a", q) for q in range(4)]
+            assert all(q["consumer_offset"] == BASELINE and q["lag"] == MAX - BASELINE for q in doc["queues"])
+            assert all(q["offset_at_time"] == 0 for q in doc["queues"])
+            assert [m["broker"] for m in doc["missing_brokers"]] == ["broker-b"]
+        code, out, err = cli(*args)
+        assert code == 1 and "Missing: broker-b did not answer" in out and "broker-b" not in out.split("Missing")[0]
+    finally:
+        rig5.proxy.arm(Fault())
+    code, out, err = cli(*args, "--json")  # all brokers answer: the document has no missing_brokers
+    assert code == 0 and "missing_brokers" not in json.loads(out) and err == "", err
+    code, _, err = cli("queryOffset", "-n", rig5.namesrv, "-t", f"{TOPIC},{TOPIC2}", "--partial")
+    assert code == 2 and "--partial takes one topic" in err

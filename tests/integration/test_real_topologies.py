@@ -408,6 +408,19 @@ def test_one_broker_hung_every_command_fails_naming_it(down: OneDown, tmp_path: 
         assert time.monotonic() - started < 60
 
 
+def test_one_broker_hung_query_offset_answers_for_the_live_one(down: OneDown) -> None:
+    """queryOffset shows the live broker's queues and names the hung one; --partial accepts that."""
+    for partial, code in ((False, 1), (True, 0)):
+        args = ("queryOffset", "-t", DN_TOPIC, "-g", DN_GROUP, "--json", *(["--partial"] if partial else []))
+        res = run(down.cluster, down.home, *args, timeout="1")
+        assert res.code == code, (res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "broker-b did not answer" in lines[0] and down.hung_addr in lines[0], res.stderr
+        doc = res.json()
+        assert {(q["broker"], q["consumer_offset"]) for q in doc["queues"]} == {("broker-a", DN_COMMITTED)}
+        assert len(doc["queues"]) == DN_QUEUES and [m["broker"] for m in doc["missing_brokers"]] == ["broker-b"]
+
+
 def test_one_broker_hung_reset_changes_nothing(down: OneDown, tmp_path: Path) -> None:
     backup = tmp_path / "b.json"
     res = run(
