@@ -38,6 +38,15 @@ class ConsumerProgressParams:
     max_lag: int | None
     max_lag_time: str | None
 
+    def __post_init__(self) -> None:
+        self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)
+        if self.max_lag is not None and self.max_lag < 0:
+            raise errors.UsageError("--max-lag must be 0 or more")
+
+    @property
+    def max_lag_time_ms(self) -> int | None:
+        return parse_duration_ms(self.max_lag_time) if self.max_lag_time else None
+
 
 @register
 class ConsumerProgressCommand(SubCommand):
@@ -88,9 +97,7 @@ class ConsumerProgressCommand(SubCommand):
         self, ctx: Context, params: ConsumerProgressParams
     ) -> GroupProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
         max_lag: int | None = params.max_lag
-        max_lag_time = parse_duration_ms(params.max_lag_time) if params.max_lag_time else None
-        if max_lag is not None and max_lag < 0:
-            raise errors.UsageError("--max-lag must be 0 or more")
+        max_lag_time = params.max_lag_time_ms
         group: str | None = params.group
         if params.local_store:
             if ctx.output in ("java", "prometheus"):
