@@ -208,7 +208,8 @@ def note_expired(result: RangeReplayResult, admin: Admin) -> None:
         if q.oldest_left is None:
             start = "no message is left on it"
         else:
-            start = f"the window starts before the oldest message left ({format_time(q.oldest_left, result.tz)})"
+            at = "before" if result.begin < q.oldest_left else "at"
+            start = f"the window starts {at} the oldest message left ({format_time(q.oldest_left, result.tz)})"
         result.notes.append(
             f"{where}: {start}; up to {q.expired_at_most} message(s) before offset {q.expired_at_most} "
             "are gone (messages expired)"

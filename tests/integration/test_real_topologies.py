@@ -319,6 +319,22 @@ def test_retention_replay_window_before_retention(ret: Retention, tmp_path: Path
     assert doc["written"] == RET_MESSAGES - ret.min_offset  # only what retention left
     (q,) = doc["queues"]
     assert q["start_offset"] == ret.min_offset
+    # and it says what may be missing: the deleted messages' store times are gone, so a bound
+    low = ret.min_offset
+    assert doc["expired_at_most"] == q["expired_at_most"] == low
+    assert q["oldest_left"] > ret.before_first
+    assert any(
+        n.startswith(f"broker-a queue 0: the window starts before the oldest message left ({q['oldest_left_iso']})")
+        and n.endswith(f"up to {low} message(s) before offset {low} are gone (messages expired)")
+        for n in doc["notes"]
+    ), doc["notes"]
+    # a window that starts after the oldest message left has lost nothing
+    after = str(q["oldest_left"] + 1)
+    res = run(ret.cluster, ret.home, "rangeReplay", "-t", RET_TOPIC, "-b", after, "--dry-run", "--json")
+    assert res.code == 0, res.stderr
+    later = res.json()
+    assert later["expired_at_most"] == 0 and later["total_messages"] < RET_MESSAGES - low
+    assert not any("expired" in n for n in later["notes"])
 
 
 def test_retention_reset_before_the_oldest_lands_on_min_and_restore_warns(ret: Retention, tmp_path: Path) -> None:

@@ -537,7 +537,7 @@ def test_window_before_retention_says_how_many_messages_may_be_gone(
     assert "messages expired" not in r.stdout
 
 
-def test_window_after_the_oldest_message_left_says_nothing_is_gone(
+def test_window_from_the_oldest_message_left_on_says_what_may_be_gone(
     expired: tuple[str, dict[int, tuple[int, int, int]]], cli: Run
 ) -> None:
     address, bounds = expired
@@ -548,3 +548,12 @@ def test_window_after_the_oldest_message_left_says_nothing_is_gone(
     assert doc["expired_at_most"] == 0
     assert all(q["expired_at_most"] == 0 and q["oldest_left"] is None for q in doc["queues"])
     assert not any("expired" in n for n in doc["notes"])
+    # a window that starts in the oldest message's millisecond may hold deleted ones of that millisecond
+    (lo0, _, oldest0), oldest1 = bounds[0], bounds[1][2]
+    assert oldest0 < oldest1
+    r = cli("rangeReplay", "-n", address, "-t", "T", "-b", str(oldest0), "--dry-run", "--json")
+    assert r.code == 0, r.stderr
+    notes = "\n".join(json.loads(r.stdout)["notes"])
+    assert "broker-a queue 0: the window starts at the oldest message left" in notes
+    assert "broker-a queue 1: the window starts before the oldest message left" in notes
+    assert f"up to {lo0} message(s) before offset {lo0} are gone" in notes
