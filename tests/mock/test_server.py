@@ -1,7 +1,8 @@
 """The mock broker served over TCP, driven with raw frames as a client of any language sends them.
 
 Each test starts a MockServer on loopback port 0 over a fresh store and speaks to it with the
-codec only, so these tests check the wire (protocol doc §1-§3, §5.3, §8.4), not our client.
+codec only, so these tests check the wire (frames and headers, codes, fastjson bodies, pull
+statuses and long polling, and what the C++ and Java clients need of a broker), not our client.
 """
 
 from __future__ import annotations
@@ -233,7 +234,8 @@ def pull(
 
 
 def cpp_heartbeat(client_id: str, group: str = GROUP, topic: str = TOPIC) -> bytes:
-    """A heartbeat as the C++ client writes it: enum ordinals, subVersion as a string (§8.2)."""
+    """A heartbeat as the C++ client writes it: enum ordinals, subVersion as a string
+    (rocketmq-client-cpp's HeartbeatData; Java's ConsumerData.java sends enum names)."""
     return json.dumps(
         {
             "clientID": client_id,
@@ -422,7 +424,8 @@ def test_pull_not_found_moved_and_filtered(serve: Serve, clients: Clients) -> No
 
 
 def test_numeric_ext_values_as_the_cpp_client_sends_them(serve: Serve, clients: Clients) -> None:
-    """The C++ client writes some header values as JSON numbers (§1.2); they must still parse."""
+    """The C++ client writes some header values as JSON numbers, where Java writes strings
+    (remoting: RemotingCommand.java); they must still parse."""
     server = serve()
     seed(server, 2)
     broker = clients(server.broker_addrs["broker-a"])
