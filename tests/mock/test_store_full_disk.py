@@ -26,7 +26,7 @@ from mqadmin.mock.store import BrokerStore, StoreWriteFailed
 from mqadmin.model import Message
 from mqadmin.remoting.codec import FLAG_ONEWAY, RemotingCommand
 from mqadmin.remoting.codes import RequestCode, ResponseCode
-from tests.mock.test_server import RawClient, send_v2
+from tests.mock.server.wire import RawClient, send_v2
 
 FILE_SIZE = 16 * 1024
 
