@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import socket
 import ssl
@@ -114,37 +113,8 @@ def test_handler_failure_is_a_reply_not_a_drop(serve: Serve, clients: Clients) -
     assert broker.call(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": 0}).code == ResponseCode.SUCCESS
 
 
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return str(cert), str(key)
-
-
-def test_tls_and_plaintext_on_the_same_port(serve: Serve, clients: Clients, certificate: tuple[str, str]) -> None:
-    server = serve(tls=tls_context(*certificate))
+def test_tls_and_plaintext_on_the_same_port(serve: Serve, clients: Clients, certificate: tuple[Path, Path]) -> None:
+    server = serve(tls=tls_context(*map(str, certificate)))
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
