@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from mqadmin import errors
 from mqadmin.config import default_home
@@ -100,7 +100,7 @@ def resolve_address(address: str | None) -> str:
     return addr.strip()
 
 
-def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = False, **options: object) -> Admin:
+def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = False, **options: Any) -> Admin:
     """Open the backend the address names. Heavy modules load only for the backend chosen."""
     addr = resolve_address(address)
     if addr == "mock" or addr.startswith("mock:"):
@@ -111,9 +111,9 @@ def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = Fals
         from mqadmin.offline import open_store  # read-only whatever ``read_only`` says
 
         return open_store(addr)
-    from mqadmin.remoting.backend import RemotingAdmin  # type: ignore[import-not-found,unused-ignore]
+    from mqadmin.remoting.backend import RemotingAdmin
 
-    return RemotingAdmin(addr, timeout=timeout, **options)  # type: ignore[arg-type,no-any-return,unused-ignore]
+    return RemotingAdmin(addr, timeout=timeout, **options)
 
 
 __all__ = ["Admin", "BrokerData", "BrokerInfo", "PendingPull", "connect", "default_home", "resolve_address"]
