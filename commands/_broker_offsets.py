@@ -74,6 +74,9 @@ class BrokerOffsets:
             result.versions = _versions(self._reader)
 
     def check(self, ctx: Context, result: ResetResult) -> None:
+        """Refuse while every broker still holds what the plan read (before the question and the
+        backup) when a planned broker cannot take the write; warn about pull consumers."""
+        require_masters(ctx.admin(), [q for q in result.queues if q.changes])
         online = self._online = _online(ctx.admin(), result.group)
         if online is not None and online.consume_type == PULL:
             ctx.env.warn(
@@ -310,6 +313,41 @@ class BrokerOffsets:
     def _error(self, broker: str, message: str, code: int | None) -> dict[str, Any]:
         info = self.infos.get(broker)
         return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
+
+
+#: the broker id of a master in a route's addresses (slaves have 1, 2, ...)
+MASTER_ID = 0
+
+
+def require_masters(admin: Admin, rows: list[PlanRow]) -> None:
+    """Offsets live on each broker's master: a slave accepts an update, but the master's copy
+    overwrites it when the master is back (broker: ConsumerOffsetManager, synced to slaves by
+    SlaveSynchronize). So a planned broker whose route lists no master (brokerId 0), or whose
+    master does not answer one read now, refuses the whole change before anything is written."""
+    routes = {t: admin.topic_route(t) for t in sorted({q.topic for q in rows})}
+    firsts: dict[str, PlanRow] = {}
+    for q in rows:
+        firsts.setdefault(q.broker, q)
+    for name, q in sorted(firsts.items()):
+        data = routes[q.topic].broker(name)
+        addrs = data.addrs if data is not None else {}
+        if addrs and MASTER_ID not in addrs:
+            slaves = ", ".join(addrs[i] for i in sorted(addrs))
+            raise errors.ConnectError(
+                f"{name} has no master online (the name server lists only its slave {slaves}): offsets live on the "
+                "master, so they cannot be changed until it is back; nothing was changed"
+            )
+
+    def probe(q: PlanRow) -> str | None:
+        try:
+            admin.max_offset(MessageQueue(q.topic, q.broker, q.queue_id))
+        except errors.MqadminError as exc:
+            return f"{q.broker} did not answer ({exc}): its offsets cannot be changed now; nothing was changed"
+        return None
+
+    refused = [line for line in fan_out(probe, [firsts[n] for n in sorted(firsts)]) if line]
+    if refused:
+        raise errors.ConnectError(refused[0])
 
 
 def _versions(admin: Admin) -> dict[str, str]:

@@ -5,11 +5,11 @@ files cannot say (queue bounds, time searches, whether the clients are running).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mqadmin.commands._common import check_clients_stopped, has_broker, local_notes, open_admin
+from mqadmin.commands._common import check_clients_stopped, has_broker, local_notes, open_admin, store_time_at
 from mqadmin.commands._plan import APPLIED, PlanRow, ResetResult, applied
 
 from mqadmin import errors
@@ -32,11 +32,15 @@ class LocalOffsets:
 
     Reading commands use it too: ``open`` finds and reads the files as the clients load them
     and says which came from a .bak; ``files`` gives each client's offsets; ``need_broker``
-    refuses what only a broker can answer; ``file_queues`` lists the queues without one."""
+    refuses what only a broker can answer; ``file_queues`` lists the queues without one;
+    ``lag_time_ms`` is how far behind a client's offset is, as time."""
 
     path: str
     files: list[OffsetsFile]
     admin: Admin | None
+    #: store time of the first unconsumed message per (queue, offset): clients at the same
+    #: offset cost one read
+    _oldest: dict[tuple[MessageQueue, int], int | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, ctx: Context, path: str | Path, group: str | None, *, one_group: bool = False) -> LocalOffsets:
@@ -69,6 +73,21 @@ class LocalOffsets:
     def file_queues(self, topic: str) -> list[MessageQueue]:
         """The queues of ``topic`` any client's file has an offset for (without -n, all there is)."""
         return sorted({mq for f in self.files for mq in f.offsets if mq.topic == topic})
+
+    def lag_time_ms(
+        self, ctx: Context, mq: MessageQueue, offset: int, max_offset: int, min_offset: int | None = None
+    ) -> int | None:
+        """Age of the oldest message a client at ``offset`` has not consumed: 0 when caught up;
+        from the queue's min offset (asked when not given) when retention deleted the ones below
+        it; None when no message can be read there. Needs the broker."""
+        if offset >= max_offset:
+            return 0
+        admin = self.need_broker("lag as time", "the messages' store times come from the broker")
+        start = max(offset, admin.min_offset(mq) if min_offset is None else min_offset)
+        if (mq, start) not in self._oldest:
+            self._oldest[(mq, start)] = store_time_at(admin, mq, start)
+        oldest = self._oldest[(mq, start)]
+        return max(ctx.now - oldest, 0) if oldest else None
 
     def check_stopped(self, ctx: Context, group: str, while_running: bool) -> None:
         """Refuse to race running clients, which rewrite their files within seconds."""

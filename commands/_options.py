@@ -28,6 +28,17 @@ def required(opt: Opt) -> Opt:
     return dataclasses.replace(opt, required=True)
 
 
+def parse_bool(text: str, flag: str) -> bool:
+    """The Java tool reads only "true" as true and anything else as false; so that a typo never
+    means the opposite of what was meant, only true and false are accepted."""
+    value = text.strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    raise UsageError(f"{flag} takes true or false, not {text!r}")
+
+
 LOCAL_STORE = Opt(
     "local_store",
     ("--local-store",),

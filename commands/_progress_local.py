@@ -18,7 +18,6 @@ from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_duration, format_java
 
 if TYPE_CHECKING:
-    from mqadmin.admin import Admin
     from mqadmin.context import Context
     from mqadmin.localstore import OffsetsFile
 
@@ -173,7 +172,7 @@ def local_progress(
     files, admin = source.files, source.admin
     if admin is None and (max_lag is not None or max_lag_time is not None):
         raise errors.UsageError("--max-lag and --max-lag-time need -n: the broker knows how far the queues go")
-    rows_of = {id(f): _local_rows(ctx, admin, f, topic) for f in files}
+    rows_of = {id(f): _local_rows(ctx, source, f, topic) for f in files}
     if group is not None:
         rows = [r for f in files for r in rows_of[id(f)]]
         result = LocalGroupProgress(group, rows, files, ctx.tz)
@@ -203,8 +202,9 @@ def local_progress(
     return LocalGroupsProgress(summaries, "; ".join(breaches) or None)
 
 
-def _local_rows(ctx: Context, admin: Admin | None, f: OffsetsFile, topic: str | None) -> list[LocalRow]:
+def _local_rows(ctx: Context, source: LocalOffsets, f: OffsetsFile, topic: str | None) -> list[LocalRow]:
     """The file's queues (with -n, every queue of the file's topics, also those it has no offset for)."""
+    admin = source.admin
     queues = {mq for mq in f.offsets if topic is None or mq.topic == topic}
     if admin is not None:
         for t in sorted({mq.topic for mq in queues} | ({topic} if topic else set())):
@@ -225,10 +225,7 @@ def _local_rows(ctx: Context, admin: Admin | None, f: OffsetsFile, topic: str | 
         if offset is not None and offset > 0:
             r.last_timestamp = store_time_at(admin, mq, offset - 1)
         if offset is not None:
-            r.lag_time_ms = 0
-            if r.diff:
-                oldest = store_time_at(admin, mq, max(offset, admin.min_offset(mq)))
-                r.lag_time_ms = max(ctx.now - oldest, 0) if oldest else None
+            r.lag_time_ms = source.lag_time_ms(ctx, mq, offset, r.broker_offset)
         return r
 
     return fan_out(row, sorted(queues))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import time_fields
+from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
 from mqadmin.replay import STORE_TIME
@@ -45,6 +45,8 @@ class QueryOffsetResult(ResultBase):
     local_files: list[OffsetsFile] | None = None
     time_field: str = STORE_TIME
     engine: str = "local"
+    #: brokers of the topic that did not answer (name -> why): the queues shown are the others'
+    missing_brokers: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -57,6 +59,8 @@ class QueryOffsetResult(ResultBase):
         }
         if self.local_files is not None:
             doc["local_store"] = [f.to_json() for f in self.local_files]
+        if self.missing_brokers:
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
         return doc
 
     def _row_json(self, q: QueueOffsetRow) -> dict[str, Any]:
@@ -113,6 +117,8 @@ class QueryOffsetResult(ResultBase):
             footer.append(_time_line(self.timestamp, self._field, self.tz))
         for f in self.local_files or []:
             footer.append(f"{f.client}: {f.path} (read {f.read_from})")
+        for b, e in sorted(self.missing_brokers.items()):
+            footer.append(f"Missing: {b} did not answer ({e}); its queues are not shown")
         title = f"Topic {self.topic}" + (f", group {self.group}" if self.group else "")
         if local:
             title += " (local offsets)"

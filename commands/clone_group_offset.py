@@ -33,6 +33,10 @@ class CloneGroupOffsetParams:
     yes: bool
     backup: str | None
 
+    def __post_init__(self) -> None:
+        if self.src_group.strip() == self.dest_group.strip():
+            raise errors.UsageError(f"-s and -d name the same group {self.src_group.strip()!r}: nothing to clone")
+
 
 @register
 class CloneGroupOffsetCommand(SubCommand):
@@ -99,8 +103,6 @@ class CloneGroupOffsetCommand(SubCommand):
         src: str = params.src_group.strip()
         dest: str = params.dest_group.strip()
         topic: str = params.topic.strip()
-        if src == dest:
-            raise errors.UsageError(f"-s and -d name the same group {src!r}: nothing to clone")
         if not params.dry_run and not params.export:
             refuse_offline_write(ctx, self.name)
         admin = open_admin(ctx)

@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING
 from mqadmin.commands._common import (
     fan_out,
     group_offsets,
-    has_broker,
-    local_notes,
+    missing_brokers_failure,
     open_admin,
     queue_bounds,
     route_of,
-    store_time_at,
 )
 from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, choose_engine
+from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._offset_search import Where, locate
 from mqadmin.commands._options import (
     ENGINE,
@@ -76,6 +75,7 @@ class QueryOffsetParams(EngineParams):
     timestamp: str | None
     time_field: str
     local_store: str | None
+    partial: bool
 
     def __post_init__(self) -> None:
         if not self.topics and not self.all_topics:
@@ -89,6 +89,8 @@ class QueryOffsetParams(EngineParams):
                 raise errors.UsageError("--local-store reads one topic's offsets: pass one -t and at most one -g")
             if self.engine == "spark":
                 raise errors.UsageError("--local-store runs on the local engine only")
+        if self.partial and (self.bulk or self.local_store):
+            raise errors.UsageError("--partial takes one topic and at most one group, read from the brokers")
 
     @property
     def topics(self) -> list[str]:
@@ -180,6 +182,15 @@ class QueryOffsetCommand(SubCommand):
         SPARK_CONF,
         SLICE_SIZE,
         LOCAL_STORE,
+        Opt(
+            "partial",
+            ("--partial",),
+            "When a broker of the topic does not answer, the others' queues are still shown and the missing "
+            "broker named (on stderr, and under missing_brokers in JSON), then exit 1; --partial accepts such an "
+            "answer (exit 0). One topic and at most one group (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
     )
 
     params_type = QueryOffsetParams
@@ -194,10 +205,16 @@ class QueryOffsetCommand(SubCommand):
             group = groups[0] if groups else None
             return self._local(ctx, Path(params.local_store), topics[0], group, ts, time_field, slice_size)
         admin = open_admin(ctx)
+        missing: dict[str, str] = {}
+        bounds: list[tuple[int, int]] | None = None
         if not bulk:
             topic, group = topics[0], groups[0] if groups else None
             queues = route_of(admin, topic).message_queues()
-            consumer = {group: group_offsets(admin, group, topic)} if group else {}
+            try:
+                consumer = {group: group_offsets(admin, group, topic)} if group else {}
+                bounds = queue_bounds(admin, queues)
+            except errors.ConnectError as exc:
+                queues, consumer, bounds, missing = _live_brokers_only(admin, group, queues, exc)
             pairs: list[tuple[str, str | None]] = [(topic, group)]
         else:
             selected = _select_topics(ctx, admin, topics, params.all_topics)
@@ -209,7 +226,8 @@ class QueryOffsetCommand(SubCommand):
             needed = list(dict.fromkeys(t for t, _ in pairs))
             queues = [mq for t in needed for mq in routes[t] or []]
             consumer = by_group
-        bounds = queue_bounds(admin, queues)
+        if bounds is None:
+            bounds = queue_bounds(admin, queues)
         run = choose_engine(ctx, params, _work(ts, time_field, queues, bounds))
         where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
         results = [
@@ -217,7 +235,7 @@ class QueryOffsetCommand(SubCommand):
             for t, g in pairs
         ]
         if not bulk:
-            return results[0]
+            return _missing(ctx, results[0], missing, params.partial)
         return BulkQueryOffsetResult(ts, str(time_field), run.name, results, ctx.tz)
 
     def _result(
@@ -258,49 +276,73 @@ class QueryOffsetCommand(SubCommand):
     ) -> QueryOffsetResult:
         """One row per client and queue, from the clients' offsets files; the broker (-n) adds
         min/max, lag, lag as time and where -s lands."""
-        from mqadmin.localstore import find_offset_files
-
-        files = find_offset_files(path, group)
-        groups = sorted({f.group for f in files})
-        if group is None and len(groups) > 1:
-            raise errors.UsageError(f"{path} holds offsets of several groups ({', '.join(groups)}): pass -g")
-        group = groups[0]
-        local_notes(ctx, files)
-        admin: Admin | None = open_admin(ctx) if has_broker(ctx) else None
-        if ts is not None and admin is None:
-            raise errors.UsageError("-s needs -n: the time search comes from the broker (or store:///its/store)")
+        source = LocalOffsets.open(ctx, path, group, one_group=True)
+        if ts is not None:
+            source.need_broker("-s")
+        admin, files = source.admin, source.files
         where: dict[MessageQueue, Where]
         if admin is not None:
             queues = route_of(admin, topic).message_queues()
             bounds = queue_bounds(admin, queues)
             where = locate(admin, queues, bounds, ts, time_field, slice_size, Engine(), ctx)
         else:
-            queues = sorted({mq for f in files for mq in f.offsets if mq.topic == topic})
+            queues = source.file_queues(topic)
             where = {mq: Where() for mq in queues}
-        oldest: dict[tuple[MessageQueue, int], int | None] = {}
 
-        def row(item: tuple[OffsetsFile, MessageQueue]) -> QueueOffsetRow:
-            f, mq = item
+        def row(f: OffsetsFile, mq: MessageQueue) -> QueueOffsetRow:
             w = where[mq]
-            lo, hi = w.min_offset, w.max_offset
-            r = QueueOffsetRow(mq.broker_name, mq.queue_id, lo, hi, client=f.client)
+            r = QueueOffsetRow(mq.broker_name, mq.queue_id, w.min_offset, w.max_offset, client=f.client)
             r.offset_at_time, r.store_time_at_offset, r.time_at_offset = w.offset, w.store_time, w.field_time
             r.consumer_offset = f.offsets.get(mq)
-            if admin is not None and hi is not None and r.consumer_offset is not None:
-                r.lag = max(hi - r.consumer_offset, 0)
-                r.lag_time_ms = 0
-                if r.lag:
-                    key = (mq, max(r.consumer_offset, lo or 0))
-                    if key not in oldest:
-                        oldest[key] = store_time_at(admin, mq, key[1])
-                    t = oldest[key]
-                    r.lag_time_ms = max(ctx.now - t, 0) if t else None
+            if admin is not None and w.max_offset is not None and r.consumer_offset is not None:
+                r.lag = max(w.max_offset - r.consumer_offset, 0)
+                r.lag_time_ms = source.lag_time_ms(ctx, mq, r.consumer_offset, w.max_offset, w.min_offset)
             return r
 
-        rows = [row((f, mq)) for f in files for mq in queues]
+        rows = [row(f, mq) for f in files for mq in queues]
         return QueryOffsetResult(
-            topic, group, ts, rows, ctx.tz, local_files=files, time_field=str(time_field), engine="local"
+            topic, source.group, ts, rows, ctx.tz, local_files=files, time_field=str(time_field), engine="local"
         )
+
+
+def _live_brokers_only(
+    admin: Admin, group: str | None, queues: list[MessageQueue], cause: errors.ConnectError
+) -> tuple[list[MessageQueue], dict[str, dict[MessageQueue, OffsetWrapper]], list[tuple[int, int]], dict[str, str]]:
+    """After a broker did not answer: ask each broker of the topic once, and read the queues of
+    those that answer one by one (their bounds, the group's offsets); (queues, the group's
+    offsets, bounds, the brokers that did not answer -> why). When every broker answers, or none
+    does, there is no partial answer to give: ``cause`` is raised."""
+    first = {mq.broker_name: mq for mq in reversed(queues)}
+    names = sorted(first)
+
+    def probe(name: str) -> str | None:
+        try:
+            admin.max_offset(first[name])
+        except errors.ConnectError as exc:
+            return str(exc)
+        return None
+
+    missing = {n: why for n, why in zip(names, fan_out(probe, names), strict=True) if why is not None}
+    if not missing or len(missing) == len(names):
+        raise cause
+    live = [mq for mq in queues if mq.broker_name not in missing]
+    bounds = queue_bounds(admin, live)
+    consumer: dict[str, dict[MessageQueue, OffsetWrapper]] = {}
+    if group:
+        found = fan_out(lambda mq: admin.consumer_offset(group, mq), live)
+        consumer[group] = {
+            mq: OffsetWrapper(hi, off, 0)
+            for mq, off, (_, hi) in zip(live, found, bounds, strict=True)
+            if off is not None
+        }
+    return live, consumer, bounds, missing
+
+
+def _missing(ctx: Context, result: QueryOffsetResult, missing: dict[str, str], partial: bool) -> QueryOffsetResult:
+    """Name the brokers that did not answer: one line on stderr; exit 1 unless --partial."""
+    result.missing_brokers = missing
+    result.failure = missing_brokers_failure(ctx, missing, partial)
+    return result
 
 
 def _work(

@@ -18,7 +18,7 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, plan_result
+from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, note_expired, plan_result
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -178,6 +178,7 @@ class RangeReplayCommand(SubCommand):
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
+        note_expired(result, admin)
         if params.dry_run:
             if plan.total == 0:
                 result.notes.append("No message is stored in this window on the selected queues.")

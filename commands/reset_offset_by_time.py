@@ -24,6 +24,7 @@ from mqadmin.commands._options import (
     TOPIC,
     WHILE_RUNNING,
     YES,
+    parse_bool,
     required,
 )
 from mqadmin.commands._plan import PlanRow, ResetResult
@@ -40,20 +41,18 @@ if TYPE_CHECKING:
     from mqadmin.admin import Admin
 
 
-def parse_bool(text: str, flag: str) -> bool:
-    """The Java tool reads only "true" as true and anything else as false; so that a typo never
-    means the opposite of what was meant, only true and false are accepted."""
-    value = text.strip().lower()
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    raise errors.UsageError(f"{flag} takes true or false, not {text!r}")
+KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shift_by": "--shift-by"} | {
+    "to_offset": "--to-offset"
+}
+
+#: options that take one topic only (a plan over several topics has no single queue or file)
+ONE_TOPIC = (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact"))
 
 
 @dataclass(frozen=True)
 class ResetOffsetByTimeParams:
-    """resetOffsetByTime's options (the defaults are the Opt declarations')."""
+    """resetOffsetByTime's options (the defaults are the Opt declarations'); the rules between
+    them are checked here, before any broker is asked: which topics, which target, which queue."""
 
     group: str
     topic: str | None
@@ -77,6 +76,79 @@ class ResetOffsetByTimeParams:
     backup: str | None
     local_store: str | None
     while_running: bool
+
+    def __post_init__(self) -> None:
+        self.named_topics  # noqa: B018 (-t's rules: a bad list is a usage error here)
+        self.forced  # noqa: B018
+        self._check_target()
+        if self.queue is not None and self.broker is None:
+            raise errors.UsageError("-q/--queue needs -b/--broker")
+        if self.offset is not None and self.queue is None:
+            raise errors.UsageError("-o/--offset needs -b/--broker and -q/--queue")
+        if not self.all_topics:
+            self.check_one_topic(self.named_topics)
+        if self.local_store and self.export:
+            raise errors.UsageError("--export writes a broker plan: not with --local-store")
+
+    @property
+    def forced(self) -> bool:
+        """-f as a boolean (true or false only)."""
+        return parse_bool(self.force, "-f/--force")
+
+    @property
+    def named_topics(self) -> list[str]:
+        """-t's topics in order; empty with --all-topics (the brokers say which)."""
+        given = self.topic
+        if self.include_retry and not self.all_topics:
+            raise errors.UsageError("--include-retry goes with --all-topics (or name the %RETRY% topic with -t)")
+        if self.all_topics:
+            if given:
+                raise errors.UsageError("-t and --all-topics both choose the topics: give one")
+            if self.local_store:
+                raise errors.UsageError(
+                    "--all-topics reads the group's topics from the brokers: not with --local-store"
+                )
+            return []
+        if not given:
+            raise errors.UsageError("missing -t/--topic (or --all-topics)")
+        topics = [t.strip() for t in str(given).split(",")]
+        if any(not t for t in topics) or len(set(topics)) != len(topics):
+            raise errors.UsageError(f"-t {given!r}: topics are named once each, separated by commas")
+        return topics
+
+    def check_one_topic(self, topics: list[str]) -> None:
+        """-o, --local-store and --exact take one topic (with --all-topics: once the brokers said which)."""
+        if len(topics) > 1:
+            for dest, flag in ONE_TOPIC:
+                if getattr(self, dest) not in (None, False):
+                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({','.join(topics)})")
+
+    @property
+    def kafka(self) -> tuple[str, int | None] | None:
+        """The kafka-style target given (flag, N), None without one."""
+        given = [
+            (flag, getattr(self, dest))
+            for dest, flag in KAFKA_FLAGS.items()
+            if getattr(self, dest) not in (None, False)
+        ]
+        if not given:
+            return None
+        flag, value = given[0]
+        return flag, (int(value) if isinstance(value, int) and not isinstance(value, bool) else None)
+
+    def _check_target(self) -> None:
+        """One target: -s, -b -q -o, or one kafka-style flag (never mixed with -s/-o)."""
+        given = [flag for dest, flag in KAFKA_FLAGS.items() if getattr(self, dest) not in (None, False)]
+        if len(given) > 1:
+            raise errors.UsageError(f"{given[0]} and {given[1]} both choose the target: give one")
+        if given:
+            for dest, letter in (("timestamp", "-s"),) + ONE_TOPIC:
+                if getattr(self, dest) not in (None, False):
+                    raise errors.UsageError(f"{given[0]} chooses the target itself: drop {letter}")
+        elif self.timestamp is None and self.offset is None:
+            raise errors.UsageError(
+                "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
+            )
 
 
 @register
@@ -201,29 +273,14 @@ class ResetOffsetByTimeCommand(SubCommand):
     def execute(self, ctx: Context, params: ResetOffsetByTimeParams) -> ResetResult:
         group: str = params.group
         topics = _topics(ctx, params, group)
-        force = parse_bool(params.force, "-f/--force")
-        kafka = _kafka_target(params)
+        force = params.forced
+        kafka = params.kafka
         if kafka is not None:
             return _kafka(ctx, params, group, topics, force, kafka)
-        broker_opt, queue_opt, offset_opt = params.broker, params.queue, params.offset
-        if params.timestamp is None and offset_opt is None:
-            raise errors.UsageError(
-                "missing -s/--timestamp (or -b -q -o for one queue, or --to-earliest/--to-latest/--shift-by/--to-offset)"
-            )
-        if queue_opt is not None and broker_opt is None:
-            raise errors.UsageError("-q/--queue needs -b/--broker")
-        if offset_opt is not None and queue_opt is None:
-            raise errors.UsageError("-o/--offset needs -b/--broker and -q/--queue")
         ts = ctx.time(params.timestamp) if params.timestamp is not None else None
         if ts is not None and ts > ctx.now:
             ctx.env.warn(f"{format_time(ts, ctx.tz)} is in the future: every queue lands on its max offset")
-        if len(topics) > 1:
-            for dest, flag in (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
-                if getattr(params, dest) not in (None, False):
-                    raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({','.join(topics)})")
         if params.local_store:
-            if params.export:
-                raise errors.UsageError("--export writes a broker plan: not with --local-store")
             return _local(ctx, params, group, topics[0], ts, force)
         if not params.dry_run and not params.export:
             refuse_offline_write(ctx, "resetOffsetByTime")
@@ -286,33 +343,17 @@ def _on_brokers(
     return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
 
 
-KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shift_by": "--shift-by"} | {
-    "to_offset": "--to-offset"
-}
-
-
 def _topics(ctx: Context, params: ResetOffsetByTimeParams, group: str) -> list[str]:
-    """-t (one, or several as A,B) or --all-topics: the topics the group has offsets for."""
-    given = params.topic
-    if params.include_retry and not params.all_topics:
-        raise errors.UsageError("--include-retry goes with --all-topics (or name the %RETRY% topic with -t)")
-    if params.all_topics:
-        if given:
-            raise errors.UsageError("-t and --all-topics both choose the topics: give one")
-        if params.local_store:
-            raise errors.UsageError("--all-topics reads the group's topics from the brokers: not with --local-store")
-        admin = open_admin(ctx)
-        found = sorted({mq.topic for mq in group_offsets(admin, group)})
-        found = [t for t in found if params.include_retry or not t.startswith(RETRY_PREFIX)]
-        if not found:
-            raise errors.UsageError(f"group {group!r} has offsets only on its %RETRY% topic: --include-retry adds it")
-        return found
-    if not given:
-        raise errors.UsageError("missing -t/--topic (or --all-topics)")
-    topics = [t.strip() for t in str(given).split(",")]
-    if any(not t for t in topics) or len(set(topics)) != len(topics):
-        raise errors.UsageError(f"-t {given!r}: topics are named once each, separated by commas")
-    return topics
+    """-t's topics, or (--all-topics) the topics the group has offsets for."""
+    if not params.all_topics:
+        return params.named_topics
+    admin = open_admin(ctx)
+    found = sorted({mq.topic for mq in group_offsets(admin, group)})
+    found = [t for t in found if params.include_retry or not t.startswith(RETRY_PREFIX)]
+    if not found:
+        raise errors.UsageError(f"group {group!r} has offsets only on its %RETRY% topic: --include-retry adds it")
+    params.check_one_topic(found)
+    return found
 
 
 def _current(admin: Admin, group: str, topics: list[str], broker: str | None, queue: int | None) -> list[PlanRow]:
@@ -320,25 +361,6 @@ def _current(admin: Admin, group: str, topics: list[str], broker: str | None, qu
     queues = [mq for t in topics for mq in _select(route_of(admin, t), broker, queue)]
     current = {mq: w.consumer_offset for t in topics for mq, w in group_offsets(admin, group, t).items()}
     return current_rows(admin, queues, current)
-
-
-def _kafka_target(params: ResetOffsetByTimeParams) -> tuple[str, int | None] | None:
-    """The one kafka-style target given (flag, N), None without one; refuses mixing it with -s/-o
-    or another target."""
-    given = [
-        (flag, getattr(params, dest))
-        for dest, flag in KAFKA_FLAGS.items()
-        if getattr(params, dest) not in (None, False)
-    ]
-    if not given:
-        return None
-    if len(given) > 1:
-        raise errors.UsageError(f"{given[0][0]} and {given[1][0]} both choose the target: give one")
-    flag, value = given[0][0], given[0][1]
-    for dest, letter in (("timestamp", "-s"), ("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact")):
-        if getattr(params, dest) not in (None, False):
-            raise errors.UsageError(f"{flag} chooses the target itself: drop {letter}")
-    return flag, (int(value) if isinstance(value, int) and not isinstance(value, bool) else None)
 
 
 def _kafka(
@@ -352,8 +374,6 @@ def _kafka(
     """--to-earliest / --to-latest / --shift-by N / --to-offset N on every selected queue: exact
     targets, planned, backed up and applied like any reset (a restore's path: written per queue)."""
     flag, n = kafka
-    if params.queue is not None and params.broker is None:
-        raise errors.UsageError("-q/--queue needs -b/--broker")
     if not params.dry_run and not params.export:
         refuse_offline_write(ctx, "resetOffsetByTime")
     admin = open_admin(ctx)

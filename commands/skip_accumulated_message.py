@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
-from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, required
+from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, parse_bool, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
-from mqadmin.commands.reset_offset_by_time import parse_bool
 
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
@@ -27,6 +26,14 @@ class SkipAccumulatedMessageParams:
     dry_run: bool
     yes: bool
     backup: str | None
+
+    def __post_init__(self) -> None:
+        self.forced  # noqa: B018 (-f takes true or false: a usage error here)
+
+    @property
+    def forced(self) -> bool:
+        """-f as a boolean (true or false only)."""
+        return parse_bool(self.force, "-f/--force")
 
 
 @register
@@ -65,7 +72,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
     def execute(self, ctx: Context, params: SkipAccumulatedMessageParams) -> ResetResult:
         group: str = params.group
         topic: str = params.topic
-        force = parse_bool(params.force, "-f/--force")
+        force = params.forced
         if not params.dry_run and not params.export:
             refuse_offline_write(ctx, self.name)
         admin = open_admin(ctx)

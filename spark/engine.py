@@ -341,7 +341,7 @@ class _Job:
     def write_files(self, wave: Sequence[Slice], mode: str) -> dict[int, SliceStats]:
         """Spark's writers put the wave's output under the target; stats come by accumulator."""
         spark, address, flt, target = self.spark, self.address, self.flt, self.target
-        acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type,unused-ignore]
+        acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type]
         if target.scheme == "jsonl":
             jobs.write_jsonl(spark, jobs.scan_lines(spark, wave, address, flt, acc), target.value, mode)
         else:

@@ -252,3 +252,32 @@ def test_unknown_group_and_topic_in_queries(make_store: Callable[..., Store], cl
     ]:
         r = cli(*args, "-n", store.address)
         assert r.code == 2 and message in r.stderr and r.stdout == "", (args, r.stderr)
+
+
+#: nothing listens here: a command that asked a broker would fail with exit 1, not 2
+NO_BROKER = "127.0.0.1:1"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["resetOffsetByTime", "-g", "g", "-t", "T", "-s", "-1h", "-q", "0"], "-q/--queue needs -b/--broker"),
+        (["resetOffsetByTime", "-g", "g", "-t", "T", "-b", "broker-a", "-o", "3"], "-o/--offset needs -b/--broker"),
+        (["resetOffsetByTime", "-g", "g", "-t", "T"], "missing -s/--timestamp"),
+        (["resetOffsetByTime", "-g", "g", "-t", "T", "-s", "-1h", "-f", "maybe"], "takes true or false"),
+        (["resetOffsetByTime", "-g", "g", "-t", "A,B", "-s", "-1h", "--exact"], "--exact takes one topic"),
+        (["resetOffsetByTime", "-g", "g", "--all-topics", "--local-store", "x", "-s", "0"], "not with --local-store"),
+        (["resetOffsetByTime", "-g", "g", "-t", "T", "-s", "0", "--local-store", "x", "--export", "p.csv"], "--export"),
+        (["resetOffsetByTime", "-g", "g", "-t", "T", "--to-latest", "-s", "0"], "drop -s"),
+        (["skipAccumulatedMessage", "-g", "g", "-t", "T", "-f", "yes"], "takes true or false"),
+        (["cloneGroupOffset", "-s", "g", "-d", "g", "-t", "T"], "name the same group"),
+        (["consumerProgress", "-g", "g", "--max-lag", "-1"], "--max-lag must be 0 or more"),
+        (["consumerProgress", "--max-lag-time", "soon"], "cannot read duration"),
+    ],
+)
+def test_option_rules_refuse_before_any_broker_is_asked(
+    args: list[str], message: str, cli: Callable[..., CliResult]
+) -> None:
+    r = cli(args[0], "-n", NO_BROKER, *args[1:])
+    assert r.code == 2 and message in r.stderr and r.stdout == "", r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
