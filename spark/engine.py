@@ -402,10 +402,11 @@ def _drop_uncommitted(target: Target) -> None:
 
 
 def job_error(exc: BaseException) -> str:
-    """The useful line of a Py4J/PySpark error: the Python exception raised on the executor."""
+    """The useful line of a Py4J/PySpark error: the Python exception raised on the executor
+    (any of ours, e.g. ``mqadmin.errors.NoPermission: permission denied by ...``)."""
     text = str(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exist|Failure|NotOnline)\w*: ", ln):
+        if re.match(r"^(mqadmin\.errors\.\w+|[A-Za-z_][\w.]*(Error|Exception|Exist|Failure|NotOnline)\w*): ", ln):
             return ln
     return lines[0] if lines else type(exc).__name__
