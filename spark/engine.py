@@ -29,7 +29,7 @@ from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
-from . import check_master, is_local_master, jobs, unavailable_reason
+from . import SECRET_ENV, check_master, is_local_master, jobs, unavailable_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,14 +79,9 @@ def build_session(
     return spark
 
 
-#: environment variables holding a secret (see mqadmin.config): kept out of the JVM that Spark
-#: starts, and so out of every process it starts (Python workers, local executors)
-SECRET_ENV = ("MQADMIN_SECRET_KEY",)
-
-
 @contextmanager
 def _secrets_out_of_environ() -> Iterator[None]:
-    """The JVM inherits this process's environment; executors get the secret in their tasks."""
+    """pyspark starts the JVM with this process's environment (it takes no env argument)."""
     saved = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
     try:
         yield

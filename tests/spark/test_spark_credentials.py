@@ -158,12 +158,30 @@ appender.file.layout.pattern = %d %p %c{{1}}: %m%n
 """
 
 
+def fresh_jvm() -> None:
+    """Stop the JVM an earlier test module of this process left running: a new session would
+    reuse it, with its log settings and environment, which the checks here depend on."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None or SparkContext._active_spark_context is not None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        proc.stdin.close()  # the gateway JVM exits when its stdin closes
+        proc.wait(60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Traces]]:
-    """One local[2] session, started while the secret is in this process's environment (as
-    when a user exports MQADMIN_SECRET_KEY), logging at INFO to a file."""
+    """One local[2] session in a JVM of its own, started while the secret is in this process's
+    environment (as when a user exports MQADMIN_SECRET_KEY), logging at INFO to a file."""
     from mqadmin.spark.engine import build_session
 
+    fresh_jvm()
     traces = Traces(tmp_path_factory.mktemp("traces"))
     log_config = traces.root / "log4j2.properties"
     log_config.write_text(LOG4J2.format(path=traces.log))
@@ -224,16 +242,17 @@ class Watcher:
             if not entry.name.isdigit():
                 continue
             files = ["cmdline"] if int(entry.name) == me else ["cmdline", "environ"]
+            command = ""
             for name in files:
                 try:
                     data = Path(entry.path, name).read_bytes()
                 except OSError:  # gone, or not ours to read
                     continue
                 if name == "cmdline" and data:
-                    self.seen.add(data.replace(b"\0", b" ").decode(errors="replace"))
-                for needle in self.needles:
-                    if needle in data:
-                        self.leaks.append(f"/proc/{entry.name}/{name}: {data[:200]!r}")
+                    command = data.replace(b"\0", b" ").decode(errors="replace")
+                    self.seen.add(command)
+                if any(needle in data for needle in self.needles):
+                    self.leaks.append(f"/proc/{entry.name}/{name} ({command[:200]})")
         self.scans += 1
 
     def saw(self, word: str) -> bool:
@@ -285,7 +304,9 @@ def on_spark(
         run = cli(argv)
     opened = served.connections() - conns
     assert opened >= 2 and CountingContext.handshakes - handshakes == opened, "a plaintext connection"
-    assert watcher.scans >= 2 and watcher.saw("SparkSubmit") and watcher.saw("pyspark"), [c[:200] for c in sorted(watcher.seen)]
+    assert watcher.scans >= 2 and watcher.saw("SparkSubmit") and watcher.saw("pyspark"), [
+        c[:200] for c in sorted(watcher.seen)
+    ]
     captured = capfd.readouterr()
     leaks = list(watcher.leaks)
     for text, where in ((run.out, "stdout"), (run.err, "stderr"), (captured.out + captured.err, "JVM output")):
@@ -428,12 +449,14 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     """(master URL, folder of the master/worker logs and executor work dirs, executor Python)."""
     import pyspark
 
+    folder = tmp_path_factory.mktemp("standalone")
     bare = getattr(sys, "_base_executable", "")
-    probe = subprocess.run([bare, "-c", "import mqadmin"], capture_output=True, timeout=60) if bare else None
+    probe = (
+        subprocess.run([bare, "-c", "import mqadmin"], cwd=folder, capture_output=True, timeout=60) if bare else None
+    )
     if probe is None or probe.returncode == 0:
         pytest.skip("no Python without mqadmin installed to run the executors with")
     home = Path(next(iter(pyspark.__path__)))
-    folder = tmp_path_factory.mktemp("standalone")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -509,7 +532,9 @@ def test_standalone_executors_without_mqadmin_replay_with_the_keys(
     assert proc.returncode == 0, stderr[-3000:]
     opened = served.connections() - conns
     assert opened >= 4 and CountingContext.handshakes - handshakes == opened, "a plaintext connection"
-    assert watcher.saw("CoarseGrainedExecutorBackend") and watcher.saw("pyspark"), [c[:200] for c in sorted(watcher.seen)]
+    assert watcher.saw("CoarseGrainedExecutorBackend"), [c[:200] for c in sorted(watcher.seen)]
+    assert any(c.startswith(bare) and "pyspark" in c for c in watcher.seen), "executors ran another Python"
+    assert "SparkListenerEnvironmentUpdate" in "".join(p.read_text() for p in events.rglob("*") if p.is_file())
     assert list(read_records(tmp_path / "spark")) == list(read_records(tmp_path / "local.jsonl"))
     assert list((folder / "work").rglob("stderr")), "no executor ran on the worker"
     leaks = list(watcher.leaks)
