@@ -297,13 +297,20 @@ def on_spark(
 ) -> tuple[Run, list[str]]:
     """Run the CLI on Spark under a watcher; (the run, everywhere a secret was found). Every
     connection opened during the job must have been TLS, and executors must have opened some."""
-    _, traces = spark
-    needles = [SECRET, tls.key_marker()]
     conns, handshakes = served.connections(), CountingContext.handshakes
-    with Watcher(needles) as watcher:
-        run = cli(argv)
+    run, leaks = watched(spark, argv, [SECRET, tls.key_marker()], capfd)
     opened = served.connections() - conns
     assert opened >= 2 and CountingContext.handshakes - handshakes == opened, "a plaintext connection"
+    return run, leaks
+
+
+def watched(
+    spark: tuple[Any, Traces], argv: list[str], needles: list[str], capfd: pytest.CaptureFixture[str]
+) -> tuple[Run, list[str]]:
+    """Run the CLI on the module's session under a watcher; (the run, where a needle was found)."""
+    _, traces = spark
+    with Watcher(needles) as watcher:
+        run = cli(argv)
     assert watcher.scans >= 2 and watcher.saw("SparkSubmit") and watcher.saw("pyspark"), [
         c[:200] for c in sorted(watcher.seen)
     ]
@@ -542,3 +549,77 @@ def test_standalone_executors_without_mqadmin_replay_with_the_keys(
     leaks += files_holding(needles, events, folder, tmp_path / "spark", tmp_path / "cp")
     # the CLI's own environment holds the secret by the user's choice; no other process may
     assert not [leak for leak in leaks if not leak.startswith(f"/proc/{proc.pid}/environ")], leaks
+
+
+# -- a real ACL broker (4.9.7 plain ACL, 5.3.3 authentication/authorization) --------------------
+
+REAL_ADMIN = ("spark_admin", f"realSecret-{secrets.token_hex(8)}")
+
+
+@pytest.fixture(scope="module", params=["4.9.7", "5.3.3"])
+def real_acl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real broker with ACL and one admin account; a topic of 2 queues with 40 messages and a
+    group that committed 5 per queue. Yields the name server address."""
+    from mqadmin.model import Message
+    from mqadmin.remoting.backend import RemotingAdmin
+    from tests.support import realbroker as rb
+
+    version: str = request.param
+    workdir = tmp_path_factory.mktemp(f"real-acl-{version}") / "rmq"
+    if rb.is_v4(version):
+        acl = rb.plain_acl_yaml({REAL_ADMIN[0]: {"secretKey": REAL_ADMIN[1], "admin": True}})
+        cluster = rb.RealCluster(version, workdir, credentials=REAL_ADMIN, plain_acl=acl)
+    else:
+        cluster = rb.RealCluster(version, workdir, credentials=REAL_ADMIN, auth=True)
+    with cluster:
+        cluster.create_topic(TOPIC, 2)
+        cluster.create_group(GROUP)
+        admin = RemotingAdmin(cluster.namesrv_addr, timeout=10, access_key=REAL_ADMIN[0], secret_key=REAL_ADMIN[1])
+        try:
+            for i in range(40):
+                admin.send(TOPIC, Message(TOPIC, f"real-{i}".encode(), {"TAGS": "a", "KEYS": f"k{i}"}))
+        finally:
+            admin.close()
+        for q in range(2):
+            cluster.commit_offset("broker-a", GROUP, TOPIC, q, 5)
+        yield cluster.namesrv_addr
+
+
+@pytest.mark.realbroker
+@pytest.mark.acl
+def test_real_acl_broker_replay_and_search_on_spark(
+    spark: tuple[Any, Traces],
+    real_acl: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """On a real ACL broker, executors sign as the driver does: the replay and the born-time
+    search on Spark answer as the local engine, and the secret shows up nowhere."""
+    monkeypatch.setenv("MQADMIN_ACCESS_KEY", REAL_ADMIN[0])
+    monkeypatch.setenv("MQADMIN_SECRET_KEY", REAL_ADMIN[1])
+    base = ["-n", real_acl, "-t", TOPIC, "--timeout", "10"]
+    window = [*base, "-b", "-1h", "-e", "now", "--slice-size", "8"]
+    local = cli(["rangeReplay", *window, "--to", f"jsonl:{tmp_path / 'local.jsonl'}"])
+    assert local.code == 0, local.err
+    spark_argv = ["--engine", "spark", "--spark-master", "local[2]"]
+    run, leaks = watched(
+        spark, ["rangeReplay", *window, "--to", f"jsonl:{tmp_path / 'spark'}", *spark_argv], [REAL_ADMIN[1]], capfd
+    )
+    assert run.code == 0, run.err
+    want = list(read_records(tmp_path / "local.jsonl"))
+    assert len(want) == 40 and list(read_records(tmp_path / "spark")) == want
+    hour_ago = str(int(time.time() * 1000) - 3_600_000)
+    query = ["queryOffset", *base, "-g", GROUP, "-s", hour_ago, "--time-field", "born", "--json"]
+    local = cli(query)
+    assert local.code == 0, local.err
+    found, more = watched(spark, [*query, *spark_argv], [REAL_ADMIN[1]], capfd)
+    assert found.code == 0, found.err
+    want_doc, got_doc = json.loads(local.out), json.loads(found.out)
+    assert (want_doc.pop("engine"), got_doc.pop("engine")) == ("local", "spark") and got_doc == want_doc
+    assert [q["consumer_offset"] for q in want_doc["queues"]] == [5, 5]
+    leaks += more + files_holding([REAL_ADMIN[1]], tmp_path / "spark")
+    assert not leaks, leaks
+    monkeypatch.setenv("MQADMIN_SECRET_KEY", "wrongSecret-000000")
+    wrong = cli(["rangeReplay", *window, "--to", "stdout", *spark_argv])
+    assert wrong.code == 1 and len(wrong.err.strip().splitlines()) == 1 and "permission denied" in wrong.err
