@@ -3,23 +3,17 @@ nowhere Spark shows things: command lines and environments of every process duri
 Spark's event log (what its UI shows, environment page included), its logs, the executors'
 scratch folders, the command's output, output files and checkpoint.
 
-One mock server for the module (in this process, so no command line carries its keys) with ACL
-on and TLS that asks for a client certificate; one local[2] session with an event log and an
-INFO log to files; a standalone master + worker whose executors run a Python without mqadmin.
+One mock server for the module with ACL on and TLS that asks for a client certificate (see
+conftest), one local[2] session in a JVM of its own with an event log and an INFO log to files;
+then real 4.9.7 and 5.3.3 ACL brokers on the same session.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import secrets
 import shutil
-import socket
-import ssl
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,102 +25,24 @@ import pytest
 pytest.importorskip("pyspark")
 
 from mqadmin import errors  # noqa: E402
-from mqadmin.cli import main  # noqa: E402
-from mqadmin.mock.cluster import MockCluster  # noqa: E402
-from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
-from mqadmin.mock.server import MockServer  # noqa: E402
-from mqadmin.output import Env  # noqa: E402
 from mqadmin.replay.records import read_records  # noqa: E402
+from tests.spark.secret_support import (  # noqa: E402
+    ACCESS_KEY,
+    GROUP,
+    SECRET,
+    T0,
+    TOPIC,
+    WRONG,
+    CountingContext,
+    Run,
+    Served,
+    Tls,
+    Watcher,
+    cli,
+    files_holding,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-T0 = 1_700_000_000_000
-TOPIC, GROUP = "T", "sms"
-ACCESS_KEY = "spark-ops"
-#: unique per run, so finding it anywhere can only mean this run leaked it
-SECRET = f"sk-{secrets.token_hex(12)}"
-WRONG = f"wrong-{secrets.token_hex(12)}"
-WATCH_EVERY_S = 0.1
-
-
-@dataclass
-class Tls:
-    """The server's certificate (the client's CA) and a client certificate the server asks for."""
-
-    ca: Path
-    cert: Path
-    key: Path
-    server_key: Path
-
-    def argv(self) -> list[str]:
-        return ["--tls-ca", str(self.ca), "--tls-cert", str(self.cert), "--tls-key", str(self.key)]
-
-    def key_marker(self) -> str:
-        """A line of the client's private key: the TLS secret that must not leak either."""
-        lines = [ln for ln in self.key.read_text().splitlines() if not ln.startswith("-----")]
-        return lines[len(lines) // 2]
-
-
-class CountingContext(ssl.SSLContext):
-    """A server context that counts TLS connections, so a test can tell TLS from plaintext
-    (the mock server also takes plaintext on its TLS ports, as Java's permissive mode)."""
-
-    handshakes = 0
-    _lock = threading.Lock()
-
-    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
-        with CountingContext._lock:
-            CountingContext.handshakes += 1
-        return super().wrap_bio(*args, **kwargs)
-
-
-def self_signed(folder: Path, name: str, cn: str) -> tuple[Path, Path]:
-    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={cn}"]
-        + ["-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return cert, key
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl tool is needed to make test certificates")
-    folder = tmp_path_factory.mktemp("certs")
-    server_cert, server_key = self_signed(folder, "server", "127.0.0.1")
-    client_cert, client_key = self_signed(folder, "client", "spark-executor")
-    return Tls(server_cert, client_cert, client_key, server_key)
-
-
-@dataclass
-class Served:
-    addr: str
-    server: MockServer
-
-    def connections(self) -> int:
-        return self.server.stats().get("connections", 0)
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, tls: Tls) -> Iterator[Served]:
-    cluster = MockCluster.create(tmp_path_factory.mktemp("acl") / "store")
-    fill_topic(cluster, TOPIC, 800, T0, T0 + 80_000, queues_per_broker=2)
-    for broker in cluster.brokers.values():
-        commit_at_time(broker, GROUP, TOPIC, T0 + 20_000)
-    context = CountingContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(tls.ca), str(tls.server_key))
-    context.verify_mode = ssl.CERT_REQUIRED  # only holders of the client certificate get in
-    context.load_verify_locations(str(tls.cert))
-    server = MockServer(cluster, namesrv_port=0, acl=(ACCESS_KEY, SECRET), tls=context).start()
-    try:
-        yield Served(server.namesrv_addr, server)
-    finally:
-        server.stop()
-        cluster.close()
 
 
 @dataclass
@@ -206,83 +122,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Trace
     session.sparkContext.setLogLevel("INFO")
     yield session, traces
     session.stop()
-
-
-class Watcher:
-    """Scans every process's command line (and every other process's environment) while a job
-    runs; records what it saw, so a test can tell it watched the JVM and the Python workers."""
-
-    def __init__(self, needles: list[str]) -> None:
-        self.needles = [n.encode() for n in needles]
-        self.leaks: list[str] = []
-        self.seen: set[str] = set()
-        self.scans = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            self.scan()
-            if self._stop.wait(WATCH_EVERY_S):
-                self.scan()
-                return
-
-    def scan(self) -> None:
-        me = os.getpid()
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            files = ["cmdline"] if int(entry.name) == me else ["cmdline", "environ"]
-            command = ""
-            for name in files:
-                try:
-                    data = Path(entry.path, name).read_bytes()
-                except OSError:  # gone, or not ours to read
-                    continue
-                if name == "cmdline" and data:
-                    command = data.replace(b"\0", b" ").decode(errors="replace")
-                    self.seen.add(command)
-                if any(needle in data for needle in self.needles):
-                    self.leaks.append(f"/proc/{entry.name}/{name} ({command[:200]})")
-        self.scans += 1
-
-    def saw(self, word: str) -> bool:
-        return any(word in cmd for cmd in self.seen)
-
-
-def files_holding(needles: list[str], *roots: Path) -> list[str]:
-    found = []
-    for root in roots:
-        paths = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
-        for path in paths:
-            try:
-                data = path.read_bytes()
-            except OSError:
-                continue
-            found += [f"{path}: {n}" for n in needles if n.encode() in data]
-    return found
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-def cli(argv: list[str]) -> Run:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
-    return Run(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -431,124 +270,6 @@ def test_executors_get_the_tls_files_contents_not_the_drivers_paths(
     got = search_offsets(spec, queries, spark=spark[0])
     assert len(got) == 4 and all(50 < offset < 150 for offset in got), got
     assert SECRET not in repr(spec) and tls.key_marker() not in repr(spec)
-
-
-# -- a standalone cluster: executors in their own JVMs, with a Python that has no mqadmin ------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(check: Any, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, str]]:
-    """(master URL, folder of the master/worker logs and executor work dirs, executor Python)."""
-    import pyspark
-
-    folder = tmp_path_factory.mktemp("standalone")
-    bare = getattr(sys, "_base_executable", "")
-    probe = (
-        subprocess.run([bare, "-c", "import mqadmin"], cwd=folder, capture_output=True, timeout=60) if bare else None
-    )
-    if probe is None or probe.returncode == 0:
-        pytest.skip("no Python without mqadmin installed to run the executors with")
-    home = Path(next(iter(pyspark.__path__)))
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
-    env.pop("MQADMIN_SECRET_KEY", None)
-    spark_class = str(home / "bin" / "spark-class")
-    procs = []
-    try:
-        with (folder / "master.log").open("w") as log:
-            procs.append(
-                subprocess.Popen(
-                    [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
-                    + ["--webui-port", str(free_port())],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-        wait_for(lambda: "Starting Spark master" in (folder / "master.log").read_text(errors="replace"), "a master")
-        with (folder / "worker.log").open("w") as log:
-            procs.append(
-                subprocess.Popen(
-                    [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--cores", "2", "--memory", "1g"]
-                    + ["--host", "127.0.0.1", "--webui-port", str(free_port()), "--work-dir", str(folder / "work")],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-        registered = "Successfully registered with master"
-        wait_for(lambda: registered in (folder / "worker.log").read_text(errors="replace"), "a worker")
-        yield url, folder, bare
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(30)
-
-
-def test_standalone_executors_without_mqadmin_replay_with_the_keys(
-    standalone: tuple[str, Path, str], served: Served, tls: Tls, tmp_path: Path
-) -> None:
-    """The real CLI in its own process (keys from the environment), its own driver JVM, a
-    standalone master and worker on loopback, executors with a Python that has no mqadmin: the
-    replay matches the local engine's, and no process, log, event log or file holds a secret."""
-    url, folder, bare = standalone
-    mqadmin = str(Path(sys.executable).with_name("mqadmin"))
-    events = tmp_path / "events"
-    events.mkdir()
-    env = {**os.environ, "MQADMIN_ACCESS_KEY": ACCESS_KEY, "MQADMIN_SECRET_KEY": SECRET, "PYSPARK_PYTHON": bare}
-    window = ["-n", served.addr, "-t", TOPIC, "-b", str(T0 + 5_000), "-e", str(T0 + 70_000), *tls.argv()]
-    local = subprocess.run(
-        [mqadmin, "rangeReplay", *window, "--to", f"jsonl:{tmp_path / 'local.jsonl'}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert local.returncode == 0, local.stderr
-    conf = {"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false", "spark.eventLog.dir": events.as_uri()}
-    conf |= {"spark.executor.memory": "512m", "spark.cores.max": "2"}
-    argv = [mqadmin, "rangeReplay", *window, "--slice-size", "60", "--to", f"jsonl:{tmp_path / 'spark'}"]
-    argv += ["--engine", "spark", "--spark-master", url, "--checkpoint", str(tmp_path / "cp")]
-    argv += [x for k, v in conf.items() for x in ("--spark-conf", f"{k}={v}")]
-    needles = [SECRET, tls.key_marker()]
-    conns, handshakes = served.connections(), CountingContext.handshakes
-    with Watcher(needles) as watcher:
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        stdout, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr[-3000:]
-    opened = served.connections() - conns
-    assert opened >= 4 and CountingContext.handshakes - handshakes == opened, "a plaintext connection"
-    assert watcher.saw("CoarseGrainedExecutorBackend"), [c[:200] for c in sorted(watcher.seen)]
-    assert any(c.startswith(bare) and "pyspark" in c for c in watcher.seen), "executors ran another Python"
-    assert "SparkListenerEnvironmentUpdate" in "".join(p.read_text() for p in events.rglob("*") if p.is_file())
-    assert list(read_records(tmp_path / "spark")) == list(read_records(tmp_path / "local.jsonl"))
-    assert list((folder / "work").rglob("stderr")), "no executor ran on the worker"
-    leaks = list(watcher.leaks)
-    leaks += [f"stdout/stderr: {n}" for n in needles if n in stdout + stderr]
-    leaks += files_holding(needles, events, folder, tmp_path / "spark", tmp_path / "cp")
-    # the CLI's own environment holds the secret by the user's choice; no other process may
-    assert not [leak for leak in leaks if not leak.startswith(f"/proc/{proc.pid}/environ")], leaks
 
 
 # -- a real ACL broker (4.9.7 plain ACL, 5.3.3 authentication/authorization) --------------------
