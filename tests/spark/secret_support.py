@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import secrets
+import shutil
 import ssl
 import subprocess
 import threading
@@ -17,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mqadmin.cli import main
 from mqadmin.mock.cluster import MockCluster
@@ -106,6 +109,8 @@ def serve(root: Path, tls: Tls) -> Iterator[Served]:
 
 
 def make_tls(folder: Path) -> Tls:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl tool is needed to make test certificates")
     server_cert, server_key = self_signed(folder, "server", "127.0.0.1")
     client_cert, client_key = self_signed(folder, "client", "spark-executor")
     return Tls(server_cert, client_cert, client_key, server_key)

@@ -4,7 +4,7 @@ Spark's event log (what its UI shows, environment page included), its logs, the 
 scratch folders, the command's output, output files and checkpoint.
 
 One mock server for the module with ACL on and TLS that asks for a client certificate (see
-conftest), one local[2] session in a JVM of its own with an event log and an INFO log to files;
+secret_support), one local[2] session in a JVM of its own with an event log and an INFO log to files;
 then real 4.9.7 and 5.3.3 ACL brokers on the same session.
 """
 
@@ -40,9 +40,22 @@ from tests.spark.secret_support import (  # noqa: E402
     Watcher,
     cli,
     files_holding,
+    make_tls,
+    serve,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    return make_tls(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, tls: Tls) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("acl") / "store", tls) as server:
+        yield server
 
 
 @dataclass

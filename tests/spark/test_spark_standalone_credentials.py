@@ -29,9 +29,22 @@ from tests.spark.secret_support import (  # noqa: E402
     Tls,
     Watcher,
     files_holding,
+    make_tls,
+    serve,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    return make_tls(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, tls: Tls) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("acl") / "store", tls) as server:
+        yield server
 
 
 def free_port() -> int:
