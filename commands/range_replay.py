@@ -326,7 +326,7 @@ def _run_on(
 
         return run_replay(
             plan,
-            engine.address,
+            engine.executors(ctx),
             flt,
             target,
             master=engine.master,
