@@ -81,7 +81,8 @@ def _server_ordinal(version: str) -> int:
 class _Awaited:
     """One ``call_client`` waiting: set once the client's response arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
         self.done = threading.Event()
         self.reply: RemotingCommand | None = None
 
@@ -245,7 +246,7 @@ class MockServer:
         broker forwards admin requests (broker: Broker2Client.java, callClient). Raises
         TimeoutError after ``call_client_timeout``, ConnectionError when the connection closes."""
         cmd = self.request(code, ext, body, oneway=False)
-        slot = _Awaited()
+        slot = _Awaited(conn)
         with self._registry_lock:
             self._awaited[cmd.opaque] = slot
         try:
@@ -263,12 +264,14 @@ class MockServer:
         assert slot.reply is not None
         return slot.reply
 
-    def _answered(self, cmd: RemotingCommand) -> bool:
-        """Hand a client's response to the ``call_client`` awaiting it; False when none is."""
+    def _answered(self, conn: Connection, cmd: RemotingCommand) -> bool:
+        """Hand a client's response to the ``call_client`` awaiting it from that connection;
+        False when none is."""
         with self._registry_lock:
-            slot = self._awaited.pop(cmd.opaque, None)
-        if slot is None:
-            return False
+            slot = self._awaited.get(cmd.opaque)
+            if slot is None or slot.conn is not conn:
+                return False
+            del self._awaited[cmd.opaque]
         slot.reply = cmd
         slot.done.set()
         return True
@@ -278,7 +281,7 @@ class MockServer:
     def received(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
         """Queue decoded requests; the connection goes to a worker unless one has it already.
         A client's answer to a ``call_client`` is handed over here: a worker is waiting for it."""
-        cmds = [c for c in cmds if not (c.is_response and self._answered(c))]
+        cmds = [c for c in cmds if not (c.is_response and self._answered(conn, c))]
         if not cmds:
             return
         with conn.lock:
