@@ -147,6 +147,22 @@ def check_clients_stopped(ctx: Context, admin: Admin | None, group: str, while_r
     )
 
 
+def silent_brokers(admin: Admin, queues: Iterable[MessageQueue]) -> dict[str, str]:
+    """After a call failed with ConnectError: ask each broker of ``queues`` once (one max offset)
+    and return those that do not answer (refused, reset, timed out) -> why."""
+    first = {mq.broker_name: mq for mq in reversed(list(queues))}
+    names = sorted(first)
+
+    def probe(name: str) -> str | None:
+        try:
+            admin.max_offset(first[name])
+        except errors.ConnectError as exc:
+            return str(exc)
+        return None
+
+    return {n: why for n, why in zip(names, fan_out(probe, names), strict=True) if why is not None}
+
+
 def missing_brokers_failure(ctx: Context, missing: dict[str, str], partial: bool) -> str | None:
     """Brokers that did not answer, named in one line: a warning on stderr with --partial (the
     answer is accepted), else the result's failure (exit 1)."""

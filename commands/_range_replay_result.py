@@ -7,7 +7,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import time_fields
+from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue
@@ -62,6 +62,8 @@ class RangeReplayResult(ResultBase):
     tz: tzinfo | None = None
     #: the records went to stdout, so the CLI prints this summary on stderr
     stdout_used: bool = False
+    #: brokers of the topic that did not answer while planning (name -> why): not in the plan
+    missing_brokers: dict[str, str] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -89,7 +91,7 @@ class RangeReplayResult(ResultBase):
         return round(amount / (self.elapsed_ms / 1000), 1)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "topic": self.topic,
             **time_fields("begin", self.begin, self.tz),
             **time_fields("end", self.end, self.tz),
@@ -129,6 +131,9 @@ class RangeReplayResult(ResultBase):
                 for q in self.queues
             ],
         }
+        if self.missing_brokers:
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
+        return doc
 
     def table(self) -> Table:
         columns = ["Broker", "QID", "Start Offset", "End Offset", "Messages"]
@@ -157,6 +162,8 @@ class RangeReplayResult(ResultBase):
                     line += f" (the file holds all {self.written})"
             footer.append(line)
         footer += self.notes
+        for b, e in sorted(self.missing_brokers.items()):
+            footer.append(f"Missing: {b} did not answer ({e}); the window is incomplete: its queues were not replayed")
         return Table(columns, rows, title=f"Replay of topic {self.topic}", footer=footer)
 
 

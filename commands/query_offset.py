@@ -14,6 +14,7 @@ from mqadmin.commands._common import (
     open_admin,
     queue_bounds,
     route_of,
+    silent_brokers,
 )
 from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, choose_engine
 from mqadmin.commands._local_offsets import LocalOffsets
@@ -312,18 +313,8 @@ def _live_brokers_only(
     those that answer one by one (their bounds, the group's offsets); (queues, the group's
     offsets, bounds, the brokers that did not answer -> why). When every broker answers, or none
     does, there is no partial answer to give: ``cause`` is raised."""
-    first = {mq.broker_name: mq for mq in reversed(queues)}
-    names = sorted(first)
-
-    def probe(name: str) -> str | None:
-        try:
-            admin.max_offset(first[name])
-        except errors.ConnectError as exc:
-            return str(exc)
-        return None
-
-    missing = {n: why for n, why in zip(names, fan_out(probe, names), strict=True) if why is not None}
-    if not missing or len(missing) == len(names):
+    missing = silent_brokers(admin, queues)
+    if not missing or len(missing) == len({mq.broker_name for mq in queues}):
         raise cause
     live = [mq for mq in queues if mq.broker_name not in missing]
     bounds = queue_bounds(admin, live)

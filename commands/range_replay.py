@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import route_of
+from mqadmin.commands._common import missing_brokers_failure, route_of, silent_brokers
 from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
     DRY_RUN,
@@ -68,6 +68,7 @@ class RangeReplayParams(EngineParams):
     yes: bool
     overwrite: bool
     checkpoint: str | None
+    partial: bool = False
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression
@@ -81,6 +82,12 @@ class RangeReplayParams(EngineParams):
             raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
         if target.is_remote_path and self.engine == "local":
             raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
+        if self.partial and self.checkpoint:
+            raise errors.UsageError(
+                "--partial cannot be used with --checkpoint: a resumed replay must cover the whole window"
+            )
+        if self.partial and self.engine == "spark":
+            raise errors.UsageError("--partial runs on the local engine only (--engine local or auto)")
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
     @property
@@ -155,6 +162,15 @@ class RangeReplayCommand(SubCommand):
         SPARK_MASTER,
         SPARK_CONF,
         SLICE_SIZE,
+        Opt(
+            "partial",
+            ("--partial",),
+            "When a broker of the topic does not answer while planning, the others' queues are still "
+            "replayed and the missing broker named (on stderr, in the summary, under missing_brokers in "
+            "JSON), then exit 1; --partial accepts that (exit 0). Not with --checkpoint (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
     )
 
     params_type = RangeReplayParams
@@ -173,11 +189,13 @@ class RangeReplayCommand(SubCommand):
             flt = MessageFilter(plan.begin, plan.end, flt.tags, flt.key)
             done = f"{len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
             ctx.env.note(f"resuming from checkpoint {cp_path}: {done}")
+            missing: dict[str, str] = {}
         else:
-            plan, engine_name = _plan(admin, params, begin, end), params.engine
+            (plan, missing), engine_name = _plan(admin, params, begin, end), params.engine
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
+        _note_missing(ctx, result, missing, params.partial)
         note_expired(result, admin)
         if params.dry_run:
             if plan.total == 0:
@@ -257,11 +275,31 @@ def _open_checkpoint(ctx: Context, params: RangeReplayParams, args: dict[str, An
     return _settle_leftovers(ctx, checkpoint, params.target, params.overwrite)
 
 
-def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> Plan:
+def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> tuple[Plan, dict[str, str]]:
+    """The plan, and the brokers left out of it because they did not answer (name -> why).
+
+    A broker is left out only when some other one answers, and never under --checkpoint or
+    --engine spark (a checkpoint holds a whole plan, so a resume cannot pass a partial one off
+    as whole): there the silent broker fails the command, as before."""
     from mqadmin.replay.planner import plan_window, select_queues
 
     queues = select_queues(route_of(admin, params.topic).message_queues(), _csv(params.broker), params.queue_ids)
-    return plan_window(admin, queues, begin, end, slice_size=params.slice_size)
+    try:
+        return plan_window(admin, queues, begin, end, slice_size=params.slice_size), {}
+    except errors.ConnectError:
+        if params.checkpoint or params.engine == "spark":
+            raise
+        missing = silent_brokers(admin, queues)
+        if not missing or len(missing) == len({q.broker_name for q in queues}):
+            raise
+    live = [q for q in queues if q.broker_name not in missing]
+    return plan_window(admin, live, begin, end, slice_size=params.slice_size), missing
+
+
+def _note_missing(ctx: Context, result: RangeReplayResult, missing: dict[str, str], partial: bool) -> None:
+    """Name the brokers left out of the plan: one line on stderr; exit 1 unless --partial."""
+    result.missing_brokers = missing
+    result.failure = missing_brokers_failure(ctx, missing, partial)
 
 
 def _work(plan: Plan, limit: int | None) -> Work:

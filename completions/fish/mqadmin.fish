@@ -156,6 +156,7 @@ complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l
 complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l spark-master -r -d 'Spark master URL'
 complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l spark-conf -r -d 'Spark setting (repeatable)'
 complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l slice-size -r -d 'Messages per slice: the unit of work of either engine (one Spark partition each)'
+complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l partial -d 'When a broker of the topic does not answer while planning, the others\' queues are still replayed and the missing broker named (on stderr, in the summary, under missing_brokers in JSON), then exit 1; --partial accepts that (exit 0). Not with --checkpoint (mqadmin extension)'
 complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -s n -l namesrvAddr -l namesrv -r -d 'Name server address \'host:port;host:port\', or mock://NAME for the embedded mock broker (default: $NAMESRV_ADDR)'
 complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l output -x -a 'table json csv java prometheus' -d 'Result format: table (default), json, csv, or java (the Java tool\'s text, where a command has it)'
 complete -c mqadmin -n '__fish_seen_subcommand_from rangeReplay range-replay' -l json -d 'Same as --output json'

@@ -366,3 +366,121 @@ def test_consumer_progress_hung_broker_costs_a_few_timeouts_not_one_per_group(ri
         rig5.proxy.upstream = rig5.server.brokers["broker-b"]
         rig5.proxy.arm(Fault())
         silent.close()
+
+
+#: a replay window inside the seeded span: some of each queue's messages, not all
+WINDOW = (str(START + 200_000), str(START + 600_000))
+
+
+def _window_records(rig: Rig, brokers: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
+    """(broker, queue id, offset, store time) of every message of the window on ``brokers``, read
+    straight from the brokers (in output order: queue, then offset)."""
+    rig.proxy.arm(Fault())
+    admin = connect(rig.namesrv, timeout=5)
+    begin, end = (int(t) for t in WINDOW)
+    try:
+        return [
+            (b, q, m.queue_offset, m.store_timestamp)
+            for b, q in QUEUES
+            if b in brokers
+            for m in admin.pull(MessageQueue(TOPIC, b, q), 0, 32).messages
+            if begin <= m.store_timestamp < end
+        ]
+    finally:
+        admin.close()
+
+
+def _replay(rig: Rig, dest: Path, *args: str, timeout: str = TIMEOUT_S) -> tuple[int, str, str, float]:
+    started = time.monotonic()
+    code, out, err = cli(
+        "rangeReplay", "-n", rig.namesrv, "-t", TOPIC, "-b", WINDOW[0], "-e", WINDOW[1],
+        "--to", f"jsonl:{dest}", "--timeout", timeout, *args,
+    )  # fmt: skip
+    return code, out, err, time.monotonic() - started
+
+
+def _written(dest: Path) -> list[tuple[str, int, int, int]]:
+    rows = [json.loads(line) for line in dest.read_text().splitlines()]
+    return [(r["broker"], r["queue_id"], r["queue_offset"], r["store_timestamp"]) for r in rows]
+
+
+def test_range_replay_replays_the_live_broker_and_names_the_silent_one(rig5: Rig, tmp_path: Path) -> None:
+    """broker-b refuses connections while planning: broker-a's messages of the window, exactly,
+    are written; broker-b is named on stderr, in the summary and under missing_brokers; exit 1,
+    0 with --partial. A checkpoint never holds a partial plan."""
+    only_a, both = _window_records(rig5, ("broker-a",)), _window_records(rig5, ("broker-a", "broker-b"))
+    assert 0 < len(only_a) < len(both) < 80
+    try:
+        rig5.proxy.down = True
+        rig5.proxy.cut_all()
+        for partial, code_wanted in ((False, 1), (True, 0)):
+            dest = tmp_path / f"partial-{partial}.jsonl"
+            code, out, err, took = _replay(rig5, dest, "--json", *(["--partial"] if partial else []))
+            assert code == code_wanted, (partial, out, err)
+            assert took < float(TIMEOUT_S), took  # refused, not waited for
+            _one_missing_line(err, rig5, partial)
+            assert _written(dest) == only_a
+            doc: dict[str, Any] = json.loads(out)
+            assert [m["broker"] for m in doc["missing_brokers"]] == ["broker-b"]
+            assert rig5.proxy.addr in doc["missing_brokers"][0]["error"]
+            assert {q["broker"] for q in doc["queues"]} == {"broker-a"}
+            assert doc["written"] == doc["total_messages"] == len(only_a)
+        dest = tmp_path / "table.jsonl"
+        code, out, err, _ = _replay(rig5, dest)
+        assert code == 1 and _written(dest) == only_a, err
+        assert "Missing: broker-b did not answer" in out and "the window is incomplete" in out, out
+        assert "broker-b" not in out.split("Missing")[0], out
+        code, out, err, _ = _replay(rig5, tmp_path / "dry.jsonl", "--dry-run", "--partial", "--json")
+        assert code == 0 and json.loads(out)["total_messages"] == len(only_a), err
+        assert not (tmp_path / "dry.jsonl").exists()
+        # a checkpoint holds a whole plan: without --partial the silent broker fails the command
+        # before anything is written or recorded; with --partial it is a usage error
+        cp, dest = tmp_path / "cp.json", tmp_path / "cp.jsonl"
+        code, out, err, _ = _replay(rig5, dest, "--checkpoint", str(cp))
+        assert code == 1 and rig5.proxy.addr in err and out == "", (out, err)
+        assert not cp.exists() and not dest.exists()
+        for refused in (("--checkpoint", str(cp)), ("--engine", "spark")):
+            code, out, err, _ = _replay(rig5, dest, "--partial", *refused)
+            assert code == 2 and len(err.strip().splitlines()) == 1 and "--partial" in err, err
+            assert out == "" and not cp.exists()
+    finally:
+        rig5.proxy.arm(Fault())
+    dest = tmp_path / "all.jsonl"
+    code, out, err, _ = _replay(rig5, dest, "--json")  # all brokers answer: the whole window
+    assert code == 0 and "missing_brokers" not in json.loads(out) and err == "", err
+    assert _written(dest) == both
+
+
+def test_range_replay_hung_broker_is_left_out_in_bounded_time(rig5: Rig, tmp_path: Path) -> None:
+    """broker-b accepts connections and never answers: --partial replays broker-a's messages of
+    the window exactly, names broker-b, exit 0, within a few timeouts; records to stdout."""
+    only_a = _window_records(rig5, ("broker-a",))
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    timeout = 0.5
+    try:
+        rig5.proxy.upstream = f"127.0.0.1:{silent.getsockname()[1]}"
+        rig5.proxy.cut_all()
+        dest = tmp_path / "hung.jsonl"
+        code, out, err, took = _replay(rig5, dest, "--json", "--partial", timeout=str(timeout))
+        assert code == 0 and _written(dest) == only_a, (out, err)
+        _one_missing_line(err, rig5, partial=True)
+        assert [m["broker"] for m in json.loads(out)["missing_brokers"]] == ["broker-b"]
+        assert took < 14 * timeout, took
+        started = time.monotonic()
+        code, out, err = cli(
+            "rangeReplay", "-n", rig5.namesrv, "-t", TOPIC, "-b", WINDOW[0], "-e", WINDOW[1],
+            "--timeout", str(timeout),
+        )  # fmt: skip
+        took = time.monotonic() - started
+        assert code == 1 and took < 14 * timeout, (err, took)
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [(r["broker"], r["queue_id"], r["queue_offset"], r["store_timestamp"]) for r in rows] == only_a
+        assert "Missing: broker-b did not answer" in err and "the window is incomplete" in err, err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("mqadmin: error:") and "broker-b did not answer" in last, err
+    finally:
+        rig5.proxy.upstream = rig5.server.brokers["broker-b"]
+        rig5.proxy.arm(Fault())
+        silent.close()
