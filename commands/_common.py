@@ -60,11 +60,11 @@ def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, in
     return [(stats[mq].min_offset, stats[mq].max_offset) for mq in queues]
 
 
-def store_time_at(admin: Admin, mq: MessageQueue, offset: int) -> int | None:
+def store_time_at(admin: Admin, mq: MessageQueue, offset: int, group: str | None = None) -> int | None:
     """Store time of the message at ``offset`` (None past the end, when it is gone, or when
-    the broker does not have the topic)."""
+    the broker does not have the topic), read as ``group`` (None: TOOLS_CONSUMER)."""
     try:
-        result = admin.pull(mq, offset, 1)
+        result = admin.pull(mq, offset, 1, group=group)
     except errors.TopicNotExist:
         return None
     for msg in result.messages:

@@ -97,6 +97,14 @@ def require_spark(address: str, master: str) -> None:
     check_master(address, master)
 
 
+CONSUMER_GROUP = Opt(
+    "consumer_group",
+    ("--consumer-group",),
+    "Read messages as this consumer group (mqadmin extension; default TOOLS_CONSUMER, as the Java "
+    "tool reads). Under ACL the account needs SUB on it instead of on TOOLS_CONSUMER. A read never "
+    "commits the group's offsets; a 5.x broker does note it as the group's pull offset",
+    metavar="GROUP",
+)
 SLICE_SIZE = Opt(
     "slice_size",
     ("--slice-size",),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.commands._common import route_of
 from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
+    CONSUMER_GROUP,
     DRY_RUN,
     ENGINE,
     SLICE_SIZE,
@@ -68,6 +69,7 @@ class RangeReplayParams(EngineParams):
     yes: bool
     overwrite: bool
     checkpoint: str | None
+    consumer_group: str | None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression
@@ -155,6 +157,7 @@ class RangeReplayCommand(SubCommand):
         SPARK_MASTER,
         SPARK_CONF,
         SLICE_SIZE,
+        CONSUMER_GROUP,
     )
 
     params_type = RangeReplayParams
@@ -260,7 +263,7 @@ def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> Plan
     from mqadmin.replay.planner import plan_window, select_queues
 
     queues = select_queues(route_of(admin, params.topic).message_queues(), _csv(params.broker), params.queue_ids)
-    return plan_window(admin, queues, begin, end, slice_size=params.slice_size)
+    return plan_window(admin, queues, begin, end, slice_size=params.slice_size, group=params.consumer_group)
 
 
 def _work(plan: Plan, limit: int | None) -> Work:
