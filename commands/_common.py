@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue, OffsetWrapper, TopicRoute
+from mqadmin.protocol import versions
 from mqadmin.timeparse import format_time
 
 if TYPE_CHECKING:
@@ -58,6 +59,30 @@ def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, in
     """(min, max) offset of each queue, in order: one topic-stats request per topic and broker."""
     stats = admin.queue_stats(queues)
     return [(stats[mq].min_offset, stats[mq].max_offset) for mq in queues]
+
+
+def read_group(admin: Admin, inspected: str | None, chosen: str | None) -> str | None:
+    """The group messages are read as (None: TOOLS_CONSUMER, as the Java tool reads).
+
+    --consumer-group wins. Otherwise the inspected group (-g) when every broker is 4.x: there a
+    pull without the commit flag, with its own subscription, neither commits nor stores
+    anything for the group (broker: PullMessageProcessor.java), and an account that consumes
+    the group may do it. A 5.x broker does keep something: the pull becomes the group's pull
+    offset and takes over the group's pending server-side reset (broker:
+    ConsumerOffsetManager.queryThenEraseResetOffset), so there the inspected group is read only
+    when asked for, and naming it is refused.
+    """
+    if chosen is None and inspected is None:
+        return None
+    v5 = [b.broker_name for b in admin.cluster_brokers() if not b.version or versions.is_v5(b.version)]
+    if chosen is not None:
+        if chosen == inspected and v5:
+            raise errors.UsageError(
+                f"--consumer-group {chosen} is the group inspected: on a 5.x broker ({v5[0]}) a read as it "
+                "would take over its pending offset reset; name a group of its own for reading"
+            )
+        return chosen
+    return None if v5 else inspected
 
 
 def store_time_at(admin: Admin, mq: MessageQueue, offset: int, group: str | None = None) -> int | None:

@@ -12,6 +12,7 @@ from mqadmin.commands._common import (
     group_offsets,
     open_admin,
     queue_bounds,
+    read_group,
     route_of,
 )
 from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, choose_engine
@@ -231,7 +232,8 @@ class QueryOffsetCommand(SubCommand):
         if bounds is None:
             bounds = queue_bounds(admin, queues)
         run = choose_engine(ctx, params, _work(ts, time_field, queues, bounds))
-        where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx, params.consumer_group)
+        reader = read_group(admin, pairs[0][1] if len(pairs) == 1 else None, params.consumer_group) if ts else None
+        where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx, reader)
         results = [
             self._result(ctx, t, g, ts, time_field, run.name, queues, where, consumer.get(g, {}) if g else {})
             for t, g in pairs

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.commands._common import route_of
 from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
-    CONSUMER_GROUP,
     DRY_RUN,
     ENGINE,
+    REPLAY_CONSUMER_GROUP,
     SLICE_SIZE,
     SPARK_CONF,
     SPARK_MASTER,
@@ -157,7 +157,7 @@ class RangeReplayCommand(SubCommand):
         SPARK_MASTER,
         SPARK_CONF,
         SLICE_SIZE,
-        CONSUMER_GROUP,
+        REPLAY_CONSUMER_GROUP,
     )
 
     params_type = RangeReplayParams

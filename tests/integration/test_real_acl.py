@@ -367,3 +367,65 @@ def test_a_topic_without_grant(acl: Acl) -> None:
         res.assert_denied()
     res = acl.run(ADMIN, "queryOffset", "-t", OTHER_TOPIC, "-g", GROUP, "--json")
     assert [q["consumer_offset"] for q in json.loads(res.stdout)["queues"]] == [1]  # unchanged
+
+
+def test_zz_explore(acl: Acl, tmp_path: Path) -> None:
+    acl.cluster.create_topic(OTHER_TOPIC, 1)
+    admin = RemotingAdmin(acl.cluster.namesrv_addr, timeout=10, access_key=ADMIN[0], secret_key=ADMIN[1])
+    try:
+        for i in range(3):
+            admin.send(OTHER_TOPIC, Message(OTHER_TOPIC, f"other-{i}".encode(), {"TAGS": "a"}))
+    finally:
+        admin.close()
+    acl.cluster.commit_offset("broker-a", GROUP, OTHER_TOPIC, 0, 1)
+    cmds = {
+        "qo-born-cg": (
+            "queryOffset",
+            "-t",
+            TOPIC,
+            "-g",
+            GROUP,
+            "-s",
+            "-1h",
+            "--time-field",
+            "born",
+            "--consumer-group",
+            GROUP,
+            "--json",
+        ),
+        "qo-store-cg": ("queryOffset", "-t", TOPIC, "-g", GROUP, "-s", "-1h", "--consumer-group", GROUP, "--json"),
+        "rr-cg": (
+            "rangeReplay",
+            "-t",
+            TOPIC,
+            "-b",
+            "-1h",
+            "--to",
+            f"jsonl:{tmp_path / 'r.jsonl'}",
+            "--consumer-group",
+            GROUP,
+            "--json",
+        ),
+        "qo-other": ("queryOffset", "-t", OTHER_TOPIC, "-g", GROUP, "--json"),
+        "qo-other-s": ("queryOffset", "-t", OTHER_TOPIC, "-g", GROUP, "-s", "-1h", "--consumer-group", GROUP, "--json"),
+        "cp-other": ("consumerProgress", "-g", GROUP, "-t", OTHER_TOPIC, "--json"),
+        "cp": ("consumerProgress", "-g", GROUP, "--json"),
+        "rr-other": (
+            "rangeReplay",
+            "-t",
+            OTHER_TOPIC,
+            "-b",
+            "-1h",
+            "--to",
+            f"jsonl:{tmp_path / 'r2.jsonl'}",
+            "--consumer-group",
+            GROUP,
+            "--json",
+        ),
+        "reset-other": ("resetOffsetByTime", "-g", GROUP, "-t", OTHER_TOPIC, "-s", "-1h", "--yes"),
+        "skip-other": ("skipAccumulatedMessage", "-g", GROUP, "-t", OTHER_TOPIC, "--yes"),
+        "qo-other-nogroup": ("queryOffset", "-t", OTHER_TOPIC, "--json"),
+    }
+    for name, args in cmds.items():
+        res = acl.run(LEAST, *args)
+        print(f"=== {acl.version} {name}: exit {res.code}\nOUT {res.stdout[:600]}\nERR {res.stderr[:600]}")
