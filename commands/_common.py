@@ -51,8 +51,29 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
         rows = {}
     if not rows:
         where = f" for topic {topic!r}" if topic else ""
+        if topic is not None:
+            _refused_topic(admin, group, topic)
         raise errors.UsageError(f"unknown consumer group {group!r}: it has no offsets{where} on any broker")
     return rows
+
+
+def _refused_topic(admin: Admin, group: str, topic: str) -> None:
+    """A broker reports a group's offsets without checking the topic's grant (4.9: GET_CONSUME_STATS
+    is not among the requests its PlainAccessValidator checks; 5.3: the request names no topic),
+    so an account refused the topic sees "no offsets" as an admin would. Ask the broker whether the
+    account may read the topic: a max offset (5.3 checks it), and on 4.x a pull as the group
+    (what 4.9 checks; harmless there, see read_group). A refusal is the error to show."""
+    try:
+        queues = admin.topic_route(topic).message_queues()
+        if queues:
+            admin.max_offset(queues[0])
+        if queues and read_group(admin, group, None) == group:
+            admin.pull(queues[0], 0, 1, group=group)
+    except errors.BrokerError as exc:
+        if exc.permission_denied:
+            raise errors.MqadminError(f"{exc}; group {group!r} shows no offsets for topic {topic!r}") from None
+    except errors.MqadminError:
+        pass  # the offsets are missing whatever this probe meets
 
 
 def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, int]]:

@@ -402,6 +402,14 @@ def test_a_topic_without_grant(acl: Acl) -> None:
             admin.send(OTHER_TOPIC, Message(OTHER_TOPIC, f"other-{i}".encode(), {"TAGS": "a"}))
     finally:
         admin.close()
+    # no offsets there yet: the account is told it may not read the topic, an admin that the group has none
+    for args in (("queryOffset", "-t", OTHER_TOPIC, "-g", GROUP), ("consumerProgress", "-g", GROUP, "-t", OTHER_TOPIC)):
+        res = acl.run(LEAST, *args)
+        res.assert_denied()
+        assert f"opic:{OTHER_TOPIC}" in res.stderr, res.stderr
+        assert f"group '{GROUP}' shows no offsets for topic '{OTHER_TOPIC}'" in res.stderr
+        res = acl.run(ADMIN, *args)
+        assert res.code == 2 and f"unknown consumer group '{GROUP}'" in res.stderr, (res.code, res.stderr)
     acl.cluster.commit_offset("broker-a", GROUP, OTHER_TOPIC, 0, 1)
     res = acl.run(LEAST, "queryOffset", "-t", OTHER_TOPIC, "-g", GROUP, "--json")
     if acl.v4:
