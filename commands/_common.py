@@ -191,3 +191,21 @@ def check_clients_stopped(ctx: Context, admin: Admin | None, group: str, while_r
         f"{online}: a running broadcast consumer rewrites its offsets file within seconds and would undo this; "
         "stop the clients first (or pass --while-running, which is unsafe)"
     )
+
+
+def missing_brokers_failure(ctx: Context, missing: dict[str, str], partial: bool) -> str | None:
+    """Brokers that did not answer, named in one line: a warning on stderr with --partial (the
+    answer is accepted), else the result's failure (exit 1)."""
+    if not missing:
+        return None
+    line = "; ".join(f"{b} did not answer ({why})" for b, why in sorted(missing.items()))
+    line += ": the answer covers the other broker(s) only"
+    if partial:
+        ctx.env.warn(f"{line} (--partial)")
+        return None
+    return f"{line}; --partial accepts that"
+
+
+def missing_brokers_json(missing: dict[str, str]) -> list[dict[str, str]]:
+    """``missing_brokers`` in JSON documents: one {"broker", "error"} per broker, by name."""
+    return [{"broker": b, "error": e} for b, e in sorted(missing.items())]

@@ -11,6 +11,8 @@ from mqadmin.commands._options import require_spark, spark_conf, spark_unavailab
 from mqadmin.errors import UsageError
 
 if TYPE_CHECKING:
+    from mqadmin.spark.jobs import ConnectSpec
+
     from mqadmin.context import Context
 
 #: work below this many messages runs locally under --engine auto. Measured with
@@ -58,6 +60,13 @@ class Engine:
         from mqadmin.admin import resolve_address
 
         return cls(name, resolve_address(ctx.address), params.spark_master, params.conf)
+
+    def executors(self, ctx: Context) -> ConnectSpec:
+        """What Spark executors connect with: this address and the driver's --timeout, ACL keys
+        and TLS settings (TLS files read here, shipped as contents)."""
+        from mqadmin.spark.jobs import ConnectSpec
+
+        return ConnectSpec.from_options(self.address, ctx.connect_options, ctx.timeout)
 
 
 @dataclass(frozen=True)

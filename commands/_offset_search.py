@@ -64,7 +64,7 @@ def _search_store_time(
         from mqadmin.spark.engine import search_offsets
 
         queries = [(mq.topic, mq.broker_name, mq.queue_id, ts) for mq in queues]
-        offsets = search_offsets(run.address, queries, master=run.master, conf=run.conf, note=ctx.env.note)
+        offsets = search_offsets(run.executors(ctx), queries, master=run.master, conf=run.conf, note=ctx.env.note)
     else:
         offsets = fan_out(lambda mq: admin.search_offset(mq, ts), queues)
 
@@ -98,7 +98,7 @@ def _scan(
         from mqadmin.spark.engine import scan_first_matches
 
         hits = scan_first_matches(
-            run.address, slices, time_field, ts, master=run.master, conf=run.conf, note=ctx.env.note
+            run.executors(ctx), slices, time_field, ts, master=run.master, conf=run.conf, note=ctx.env.note
         )
     else:
         of_queue: dict[MessageQueue, list[Slice]] = {}

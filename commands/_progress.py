@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
 
-from mqadmin.commands._common import time_fields
+from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_duration, format_java
@@ -53,6 +53,8 @@ class GroupProgress(ResultBase):
     extra: ProgressExtra | None = None
     #: --watch: each queue's Diff at the previous refresh
     previous: dict[tuple[str, str, int], int] | None = None
+    #: brokers that did not answer (name -> why): the queues and totals are the others'
+    missing_brokers: dict[str, str] = field(default_factory=dict)
 
     @property
     def diff_total(self) -> int:
@@ -106,6 +108,12 @@ class GroupProgress(ResultBase):
         return max_lag([q.lag_time_ms for q in self.queues])
 
     def to_json(self) -> dict[str, Any]:
+        doc = self._json()
+        if self.missing_brokers:
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
+        return doc
+
+    def _json(self) -> dict[str, Any]:
         return {
             "group": self.group,
             "tps": None if self.offline else round(self.tps, 2),
@@ -152,6 +160,10 @@ class GroupProgress(ResultBase):
             f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
             lag_line(self.lag_time_ms),
         ]
+        footer += [
+            f"Missing: {b} did not answer ({e}); its queues are not shown"
+            for b, e in sorted(self.missing_brokers.items())
+        ]
         return Table(columns, rows, title=f"Consumer group {self.group}", footer=footer)
 
 
@@ -185,6 +197,8 @@ class AllGroupsProgress(ResultBase):
     read_at_ms: int = 0
     #: --watch: each group's Diff Total at the previous refresh
     previous: dict[str, int] | None = None
+    #: brokers that did not answer (name -> why): each group's figures are the others'
+    missing_brokers: dict[str, str] = field(default_factory=dict)
 
     def note_previous(self, before: AllGroupsProgress) -> None:
         self.previous = {g.group: g.diff_total for g in before.groups}
@@ -208,7 +222,7 @@ class AllGroupsProgress(ResultBase):
         return groups_exposition(self.to_json()["groups"], read_at_ms=self.read_at_ms).text()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "groups": [
                 {
                     "group": g.group,
@@ -224,6 +238,9 @@ class AllGroupsProgress(ResultBase):
                 for g in self.groups
             ]
         }
+        if self.missing_brokers:
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
+        return doc
 
     def table(self) -> Table:
         columns = ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total", "Lag Time"]
@@ -233,7 +250,11 @@ class AllGroupsProgress(ResultBase):
             + ([signed(self._change(g))] if self.previous is not None else [])
             for g in self.groups
         ]
-        return Table(columns, rows, title="Consumer groups")
+        footer = [
+            f"Missing: {b} did not answer ({e}); the figures leave its queues out"
+            for b, e in sorted(self.missing_brokers.items())
+        ]
+        return Table(columns, rows, title="Consumer groups", footer=footer)
 
 
 def max_lag(lags: list[int | None]) -> int | None:

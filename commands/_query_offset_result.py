@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import time_fields
+from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
 from mqadmin.replay import STORE_TIME
@@ -60,7 +60,7 @@ class QueryOffsetResult(ResultBase):
         if self.local_files is not None:
             doc["local_store"] = [f.to_json() for f in self.local_files]
         if self.missing_brokers:
-            doc["missing_brokers"] = [{"broker": b, "error": e} for b, e in sorted(self.missing_brokers.items())]
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
         return doc
 
     def _row_json(self, q: QueueOffsetRow) -> dict[str, Any]:

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._common import time_fields
 
+from mqadmin import errors
+from mqadmin.model import MessageQueue
 from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_time
 
 if TYPE_CHECKING:
+    from mqadmin.admin import Admin
     from mqadmin.replay.local import ReplayOutcome
     from mqadmin.replay.planner import Plan
 
@@ -27,6 +30,10 @@ class ReplayQueueRow:
     matched: int | None = None
     written: int | None = None
     missing: int = 0
+    #: messages retention deleted that the window may have held (a bound: their times are gone)
+    expired_at_most: int = 0
+    #: store time of the oldest message left on the queue, when the window starts before it
+    oldest_left: int | None = None
 
 
 @dataclass
@@ -61,6 +68,10 @@ class RangeReplayResult(ResultBase):
         return sum(q.messages for q in self.queues)
 
     @property
+    def expired_at_most(self) -> int:
+        return sum(q.expired_at_most for q in self.queues)
+
+    @property
     def written(self) -> int | None:
         return None if self.dry_run else sum(q.written or 0 for q in self.queues)
 
@@ -93,6 +104,7 @@ class RangeReplayResult(ResultBase):
             "resumed_slices": self.resumed_slices,
             "complete": self.complete,
             "total_messages": self.total,
+            "expired_at_most": self.expired_at_most,
             "matched": self.matched,
             "written": self.written,
             "written_this_run": self.written_this_run,
@@ -111,6 +123,8 @@ class RangeReplayResult(ResultBase):
                     "matched": q.matched,
                     "written": q.written,
                     "missing": q.missing,
+                    "expired_at_most": q.expired_at_most,
+                    **time_fields("oldest_left", q.oldest_left, self.tz),
                 }
                 for q in self.queues
             ],
@@ -158,7 +172,10 @@ def plan_result(
     tz: tzinfo | None,
 ) -> RangeReplayResult:
     """The result of a planned replay, before anything is read: one row per planned queue."""
-    rows = [ReplayQueueRow(r.broker, r.queue_id, r.start, r.end, r.count) for r in plan.ranges]
+    rows = [
+        ReplayQueueRow(r.broker, r.queue_id, r.start, r.end, r.count, expired_at_most=r.expired_at_most)
+        for r in plan.ranges
+    ]
     return RangeReplayResult(
         topic=plan.topic,
         begin=plan.begin,
@@ -174,6 +191,29 @@ def plan_result(
         checkpoint=str(cp_path) if cp_path else None,
         tz=tz,
     )
+
+
+def note_expired(result: RangeReplayResult, admin: Admin) -> None:
+    """Say, per queue whose window starts before the oldest message left, how many messages retention
+    may have taken from the window: those below the min offset, a bound (their store times are gone)."""
+    for q in result.queues:
+        if not q.expired_at_most:
+            continue
+        try:
+            oldest = admin.earliest_store_time(MessageQueue(result.topic, q.broker, q.queue_id))
+        except errors.MqadminError:  # an empty queue has no oldest message
+            oldest = -1
+        q.oldest_left = oldest if oldest > 0 else None
+        where = f"{q.broker} queue {q.queue_id}"
+        if q.oldest_left is None:
+            start = "no message is left on it"
+        else:
+            at = "before" if result.begin < q.oldest_left else "at"
+            start = f"the window starts {at} the oldest message left ({format_time(q.oldest_left, result.tz)})"
+        result.notes.append(
+            f"{where}: {start}; up to {q.expired_at_most} message(s) before offset {q.expired_at_most} "
+            "are gone (messages expired)"
+        )
 
 
 def apply_stats(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], outcome: ReplayOutcome | None) -> None:

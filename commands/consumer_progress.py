@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqadmin.commands._common import fan_out, group_offsets, is_offline, open_admin, store_time_at
+from mqadmin.commands._common import (
+    fan_out,
+    group_offsets,
+    is_offline,
+    missing_brokers_failure,
+    open_admin,
+    store_time_at,
+)
 from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
 from mqadmin.commands._progress import (
     CONSUME_TYPES,
@@ -37,11 +44,16 @@ class ConsumerProgressParams:
     local_store: str | None
     max_lag: int | None
     max_lag_time: str | None
+    partial: bool = False
 
     def __post_init__(self) -> None:
         self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)
         if self.max_lag is not None and self.max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
+        if self.partial and self.local_store:
+            raise errors.UsageError(
+                "--partial is about brokers that do not answer; --local-store reads no broker's offsets"
+            )
 
     @property
     def max_lag_time_ms(self) -> int | None:
@@ -57,6 +69,11 @@ class ConsumerProgressCommand(SubCommand):
     behind and no unconsumed message can be read (the broker refuses the pull). With --max-lag
     or --max-lag-time it is a check for cron and CI: exit 3 when a group is further behind than
     that, or its lag time is unknown (mqadmin extension).
+
+    When a broker does not answer, the others' figures are still shown (the missing broker's
+    queues, and its share of each total, left out; --output prometheus has no series for it),
+    the broker is named on stderr and under missing_brokers in JSON, and the command exits 1
+    (3 if a check fails as well); --partial accepts such an answer (mqadmin extension).
     """
 
     name = "consumerProgress"
@@ -89,6 +106,15 @@ class ConsumerProgressCommand(SubCommand):
             "node_exporter's textfile collector (mqadmin extension)",
             metavar="FILE",
         ),
+        Opt(
+            "partial",
+            ("--partial",),
+            "When a broker does not answer, the others' figures are still shown and the missing broker named "
+            "(on stderr, and under missing_brokers in JSON), then exit 1; --partial accepts such an answer "
+            "(exit 0, or 3 for a failed check) (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
     )
 
     params_type = ConsumerProgressParams
@@ -109,29 +135,33 @@ class ConsumerProgressCommand(SubCommand):
             if ctx.output in ("java", "prometheus"):
                 result.extra = _extra(ctx, group)
             breaches = breaches_of(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
-            result.check_failure = "; ".join(breaches) or None
-            return result
+            return _checked(ctx, result, breaches, params.partial)
         groups = admin.list_groups()
-        stats = admin.consume_stats_all(groups)  # one request per broker where the broker allows
+        # one request per broker where the broker allows; a broker that cannot be reached is asked once
+        stats = admin.consume_stats_all(groups, partial=True)
         conns = admin.consumer_connections_all(groups)
         summaries = fan_out(lambda g: self._summary(ctx, g, conns[g], stats[g]), groups)
         breaches = [
             b for s in summaries for b in breaches_of(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
         ]
-        return AllGroupsProgress(summaries, "; ".join(breaches) or None, read_at_ms=now_ms())
+        everything = AllGroupsProgress(summaries, read_at_ms=now_ms())
+        for s in stats.values():
+            if isinstance(s, ConsumeStats):
+                everything.missing_brokers.update(s.missing_brokers)
+        return _checked(ctx, everything, breaches, params.partial)
 
     def _one_group(self, ctx: Context, group: str, topic: str | None) -> GroupProgress:
         admin = ctx.admin()
         try:
-            stats = admin.consume_stats(group)
+            stats = admin.consume_stats(group, partial=True)
             offsets = {mq: w for mq, w in stats.offsets.items() if topic is None or mq.topic == topic}
-            tps = stats.consume_tps
+            tps, missing = stats.consume_tps, stats.missing_brokers
         except errors.TopicNotExist:
-            offsets, tps = {}, 0.0
-        if not offsets:
+            offsets, tps, missing = {}, 0.0, {}
+        if not offsets and not missing:
             _online_or_unknown(ctx, group, topic)
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
-        return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin))
+        return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin), missing_brokers=missing)
 
     def _summary(
         self,
@@ -149,6 +179,8 @@ class ConsumerProgressCommand(SubCommand):
                 version = version_desc(min(c.version for c in conn.connections))
             ctype = CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
             model = conn.message_model if ctype == "PUSH" else ""
+        except errors.ConnectError:
+            pass  # a broker that did not answer (named once for all groups): the others know no client
         except errors.BrokerError as exc:
             if exc.permission_denied:  # a refusal is not an offline group
                 raise
@@ -163,6 +195,17 @@ class ConsumerProgressCommand(SubCommand):
             if exc.permission_denied:  # nor is it a group without lag
                 raise
         return GroupSummary(group, count, version, ctype, model, tps, diff, lag)
+
+
+def _checked(
+    ctx: Context, result: GroupProgress | AllGroupsProgress, breaches: list[str], partial: bool
+) -> GroupProgress | AllGroupsProgress:
+    """A breached check exits 3; brokers that did not answer are named, and fail the command
+    (exit 1, or within the check's line) unless --partial."""
+    failure = missing_brokers_failure(ctx, result.missing_brokers, partial)
+    result.check_failure = "; ".join(breaches + ([failure] if failure and breaches else [])) or None
+    result.failure = failure
+    return result
 
 
 def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from mqadmin.commands._common import (
     fan_out,
     group_offsets,
+    missing_brokers_failure,
     open_admin,
     queue_bounds,
     read_group,
@@ -344,15 +345,8 @@ def _live_brokers_only(
 
 def _missing(ctx: Context, result: QueryOffsetResult, missing: dict[str, str], partial: bool) -> QueryOffsetResult:
     """Name the brokers that did not answer: one line on stderr; exit 1 unless --partial."""
-    if not missing:
-        return result
     result.missing_brokers = missing
-    line = "; ".join(f"{b} did not answer ({why})" for b, why in sorted(missing.items()))
-    line += ": the answer covers the other broker(s) only"
-    if partial:
-        ctx.env.warn(f"{line} (--partial)")
-    else:
-        result.failure = f"{line}; --partial accepts that"
+    result.failure = missing_brokers_failure(ctx, missing, partial)
     return result
 
 

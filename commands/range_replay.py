@@ -19,7 +19,7 @@ from mqadmin.commands._options import (
     YES,
     required,
 )
-from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, plan_result
+from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, note_expired, plan_result
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -181,6 +181,7 @@ class RangeReplayCommand(SubCommand):
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
+        note_expired(result, admin)
         if params.dry_run:
             if plan.total == 0:
                 result.notes.append("No message is stored in this window on the selected queues.")
@@ -328,7 +329,7 @@ def _run_on(
 
         return run_replay(
             plan,
-            engine.address,
+            engine.executors(ctx),
             flt,
             target,
             master=engine.master,

@@ -119,6 +119,9 @@ class QueueStats:
 class ConsumeStats:
     offsets: dict[MessageQueue, OffsetWrapper]
     consume_tps: float
+    #: brokers that did not answer (name -> one-line reason), filled only when the caller asked
+    #: for a partial answer: ``offsets`` and ``consume_tps`` are the other brokers' alone
+    missing_brokers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

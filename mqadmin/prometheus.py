@@ -118,6 +118,19 @@ def group_exposition(
             labels,
             lag,
         )
+    _queue_series(exp, group, queues)
+    _group_totals(exp, group, doc.get("diff_total", 0), doc.get("lag_time_ms"), doc.get("tps"), online)
+    exp.add(
+        "mqadmin_progress_read_timestamp_seconds",
+        "When mqadmin read these figures",
+        {"group": group},
+        read_at_ms / 1000,
+    )
+    return exp
+
+
+def _queue_series(exp: Exposition, group: str, queues: Iterable[Mapping[str, Any]]) -> None:
+    """mqadmin's own per-queue series, beside the exporter's per-broker sums."""
     for q in queues:
         labels = {"group": group, "topic": q["topic"], "broker": q["broker"], "queue_id": q["queue_id"]}
         exp.add("mqadmin_queue_broker_offset", "The queue's max offset", labels, q["broker_offset"])
@@ -131,14 +144,6 @@ def group_exposition(
             labels,
             (q.get("lag_time_ms") or 0) / 1000,
         )
-    _group_totals(exp, group, doc.get("diff_total", 0), doc.get("lag_time_ms"), doc.get("tps"), online)
-    exp.add(
-        "mqadmin_progress_read_timestamp_seconds",
-        "When mqadmin read these figures",
-        {"group": group},
-        read_at_ms / 1000,
-    )
-    return exp
 
 
 def groups_exposition(groups: Iterable[Mapping[str, Any]], *, read_at_ms: int) -> Exposition:

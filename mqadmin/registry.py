@@ -86,7 +86,7 @@ class SubCommand:
         if cls.params_type is None:
             from mqadmin.output import PluginResult
 
-            return lambda ctx: PluginResult(cls().execute(ctx, **values))  # type: ignore[call-arg]
+            return lambda ctx: PluginResult(cls().execute(ctx, **values))
         params = cls.params_type(**values)
         return lambda ctx: cls().execute(ctx, params)
 

@@ -18,6 +18,14 @@ from mqadmin.errors import UsageError
 INSTALL_HINT = "pip install 'mqadmin[spark]'"
 JAVA_HINT = "install Java 17+ (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 MIN_JAVA = 17
+#: environment variables holding a secret (see mqadmin.config): kept out of every process the
+#: engine starts (``java -version``, the JVM and so its Python workers and local executors),
+#: whose environment the same user can read; executors get the keys in their tasks instead
+SECRET_ENV = ("MQADMIN_SECRET_KEY",)
+
+
+def environ_without_secrets() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
 
 
 def java_path() -> str | None:
@@ -35,7 +43,9 @@ def java_major(java: str) -> int | None:
     """Major version from ``java -version`` (1.8 → 8), None when it cannot be told; asked once
     per process (the engine choice and the session both check it)."""
     try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=20, env=environ_without_secrets()
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)

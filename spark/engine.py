@@ -29,7 +29,7 @@ from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
-from . import check_master, is_local_master, jobs, unavailable_reason
+from . import SECRET_ENV, check_master, is_local_master, jobs, unavailable_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,11 +71,22 @@ def build_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    with _secrets_out_of_environ():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if not is_local_master(master):
         spark.sparkContext.addPyFile(str(cached_code_zip()))
     return spark
+
+
+@contextmanager
+def _secrets_out_of_environ() -> Iterator[None]:
+    """pyspark starts the JVM with this process's environment (it takes no env argument)."""
+    saved = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 #: log4j2 settings for the driver JVM: errors only, so stderr keeps our own notes readable. The
@@ -159,7 +170,7 @@ def cached_code_zip(cache: Path | None = None) -> Path:
 
 def run_replay(
     plan: Plan,
-    address: str,
+    address: str | jobs.ConnectSpec,
     flt: MessageFilter,
     target: Target,
     *,
@@ -176,13 +187,16 @@ def run_replay(
 ) -> ReplayOutcome:
     """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does.
 
-    ``admin`` is the driver's own connection, used only where the driver sends (an embedded mock
-    store, which executors open read-only). ``on_wave(done, total)`` is called after each wave.
+    ``address`` is where executors connect: an address, or a ConnectSpec carrying the driver's
+    ACL keys and TLS settings. ``admin`` is the driver's own connection, used only where the
+    driver sends (an embedded mock store, which executors open read-only). ``on_wave(done,
+    total)`` is called after each wave.
     """
-    check_master(address, master)
+    spec = jobs.ConnectSpec.of(address)
+    check_master(spec.address, master)
     t0 = time.monotonic()
     with _session(master, conf, spark, note) as session:
-        job = _Job(session, address, flt, target, stdout, admin)
+        job = _Job(session, spec, flt, target, stdout, admin)
         return _run(job, plan, overwrite, checkpoint, wave_size, on_wave, t0)
 
 
@@ -227,7 +241,7 @@ def _running_session() -> SparkSession | None:
 
 
 def search_offsets(
-    address: str,
+    address: str | jobs.ConnectSpec,
     queries: Sequence[tuple[str, str, int, int]],
     *,
     master: str = "local[*]",
@@ -236,13 +250,14 @@ def search_offsets(
     note: Callable[[str], None] | None = None,
 ) -> list[int]:
     """The broker's store-time search for many (topic, broker, queue id, ts), on the executors."""
-    check_master(address, master)
+    spec = jobs.ConnectSpec.of(address)
+    check_master(spec.address, master)
     with _session(master, conf, spark, note) as session:
-        return [found[4] for found in jobs.bulk_search(session, address, queries)]
+        return [found[4] for found in jobs.bulk_search(session, spec, queries)]
 
 
 def scan_first_matches(
-    address: str,
+    address: str | jobs.ConnectSpec,
     slices: Sequence[Slice],
     field: TimeField,
     ts: int,
@@ -254,9 +269,10 @@ def scan_first_matches(
 ) -> dict[MessageQueue, FirstMatch]:
     """Per queue, the first message whose ``field`` is at or after ``ts``: every slice scanned at
     once, one partition each, then the earliest hit of each queue kept."""
-    check_master(address, master)
+    spec = jobs.ConnectSpec.of(address)
+    check_master(spec.address, master)
     with _session(master, conf, spark, note) as session:
-        return earliest_per_queue(slices, jobs.first_matches(session, address, slices, field, ts))
+        return earliest_per_queue(slices, jobs.first_matches(session, spec, slices, field, ts))
 
 
 def _is_embedded(address: str) -> bool:
@@ -306,7 +322,7 @@ class _Job:
     (``stdout`` and the driver's ``admin`` where the driver writes or sends)."""
 
     spark: SparkSession
-    address: str
+    spec: jobs.ConnectSpec
     flt: MessageFilter
     target: Target
     stdout: TextIO | None
@@ -322,9 +338,9 @@ class _Job:
                 _drop_uncommitted(target)
             wave_stats = self.write_files(wave, file_mode)
             return [wave_stats.get(s.index) or SliceStats(s.index) for s in wave]
-        if target.scheme == "stdout" or (target.is_send and _is_embedded(self.address)):
+        if target.scheme == "stdout" or (target.is_send and _is_embedded(self.spec.address)):
             return self.stream(wave, self.driver_sink())
-        sent = jobs.send(self.spark, wave, self.address, self.flt, target.scheme, target.value).collect()
+        sent = jobs.send(self.spark, wave, self.spec, self.flt, target.scheme, target.value).collect()
         return [SliceStats.from_json(doc) for _, doc in sent]
 
     def driver_sink(self) -> Sink:
@@ -340,12 +356,12 @@ class _Job:
 
     def write_files(self, wave: Sequence[Slice], mode: str) -> dict[int, SliceStats]:
         """Spark's writers put the wave's output under the target; stats come by accumulator."""
-        spark, address, flt, target = self.spark, self.address, self.flt, self.target
-        acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type,unused-ignore]
+        spark, spec, flt, target = self.spark, self.spec, self.flt, self.target
+        acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type]
         if target.scheme == "jsonl":
-            jobs.write_jsonl(spark, jobs.scan_lines(spark, wave, address, flt, acc), target.value, mode)
+            jobs.write_jsonl(spark, jobs.scan_lines(spark, wave, spec, flt, acc), target.value, mode)
         else:
-            jobs.write_parquet(spark, jobs.scan_rows(spark, wave, address, flt, acc), target.value, mode)
+            jobs.write_parquet(spark, jobs.scan_rows(spark, wave, spec, flt, acc), target.value, mode)
         return {int(k): SliceStats.from_json(v) for k, v in dict(acc.value).items()}
 
     def stream(self, wave: Sequence[Slice], sink: Sink) -> Iterator[SliceStats]:
@@ -354,11 +370,9 @@ class _Job:
         pending: list[Any] = []
         items: Iterator[jobs.StreamedLine | jobs.StreamedMessage]
         if isinstance(sink, StdoutSink):
-            items = jobs.stream_lines(self.spark, wave, self.address, self.flt).toLocalIterator(prefetchPartitions=True)
+            items = jobs.stream_lines(self.spark, wave, self.spec, self.flt).toLocalIterator(prefetchPartitions=True)
         else:
-            items = jobs.stream_messages(self.spark, wave, self.address, self.flt).toLocalIterator(
-                prefetchPartitions=True
-            )
+            items = jobs.stream_messages(self.spark, wave, self.spec, self.flt).toLocalIterator(prefetchPartitions=True)
         for index, payload, marker in items:
             if marker is None:
                 pending.append(payload)
@@ -383,10 +397,11 @@ def _drop_uncommitted(target: Target) -> None:
 
 
 def job_error(exc: BaseException) -> str:
-    """The useful line of a Py4J/PySpark error: the Python exception raised on the executor."""
+    """The useful line of a Py4J/PySpark error: the Python exception raised on the executor
+    (any of ours, e.g. ``mqadmin.errors.NoPermission: permission denied by ...``)."""
     text = str(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exist|Failure|NotOnline)\w*: ", ln):
+        if re.match(r"^(mqadmin\.errors\.\w+|[A-Za-z_][\w.]*(Error|Exception|Exist|Failure|NotOnline)\w*): ", ln):
             return ln
     return lines[0] if lines else type(exc).__name__

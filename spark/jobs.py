@@ -1,15 +1,19 @@
-"""The PySpark jobs: module-level functions over plain data (slices, a filter, an address).
+"""The PySpark jobs: module-level functions over plain data (slices, a filter, a ConnectSpec).
 
 Executors unpickle these functions by reference, open their own broker connection from the
-address string and run the same slice worker as the local engine; they never receive a live
+ConnectSpec and run the same slice worker as the local engine; they never receive a live
 session, facade or sink from the driver. pyspark is imported only inside functions.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.model import Message, MessageQueue
@@ -52,19 +56,85 @@ class StatsParam:
         return a
 
 
-@contextmanager
-def _executor_admin(address: str, *, read_only: bool) -> Iterator[Admin]:
-    """An executor's own connection to ``address`` (a mock:// store opens read-only when the job
-    only reads), with the garbage collector paused while it replays (see pause_gc)."""
-    from mqadmin.admin import connect
+#: connect() options naming files: executors get their contents, not the driver's paths
+FILE_OPTIONS = ("tls_ca", "tls_cert", "tls_key")
 
+
+@dataclass(frozen=True)
+class ConnectSpec:
+    """How executors connect: the driver's address and connect() options (ACL keys, TLS).
+
+    It reaches executors inside the pickled task closure, held in memory by Spark: never in a
+    Spark conf, environment variable, command line, job description or shipped file, all of
+    which Spark shows in its UI, event log or ``ps``. TLS files travel as their contents, since
+    executors need not share the driver's paths. The repr leaves the options out.
+    """
+
+    address: str
+    timeout: float = 3.0
+    #: connect() options other than files, e.g. access_key, secret_key, tls
+    options: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+    #: (option, file content) of each FILE_OPTIONS the driver was given
+    files: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def of(cls, address: str | ConnectSpec) -> ConnectSpec:
+        return address if isinstance(address, ConnectSpec) else cls(address)
+
+    @classmethod
+    def from_options(cls, address: str, options: Mapping[str, Any], timeout: float = 3.0) -> ConnectSpec:
+        """The driver's connect options, with each TLS file read here (a file the driver cannot
+        read is a usage error before any job starts)."""
+        from mqadmin.errors import UsageError
+
+        files = []
+        for key in FILE_OPTIONS:
+            if options.get(key):
+                try:
+                    with open(options[key], "rb") as fh:
+                        files.append((key, fh.read()))
+                except OSError as exc:
+                    raise UsageError(
+                        f"cannot read {key.replace('_', '-')} file {options[key]}: {exc.strerror}"
+                    ) from None
+        rest = tuple(sorted((k, v) for k, v in options.items() if k not in FILE_OPTIONS))
+        return cls(address, timeout, rest, tuple(files))
+
+    @contextmanager
+    def open(self, *, read_only: bool) -> Iterator[Admin]:
+        """A connection as the driver's, TLS files written to a private folder (0700, files 0600)
+        that is removed once the connection is closed."""
+        from mqadmin.admin import connect
+
+        folder = tempfile.mkdtemp(prefix="mqadmin-tls-") if self.files else None
+        try:
+            paths = {key: _private_file(folder, key, data) for key, data in self.files if folder}
+            admin = connect(self.address, timeout=self.timeout, read_only=read_only, **dict(self.options), **paths)
+            try:
+                yield admin
+            finally:
+                admin.close()
+        finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _private_file(folder: str, name: str, data: bytes) -> str:
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+@contextmanager
+def _executor_admin(spec: ConnectSpec, *, read_only: bool) -> Iterator[Admin]:
+    """An executor's own connection (a mock:// store opens read-only when the job only reads),
+    with the garbage collector paused while it replays (see pause_gc)."""
     resume_gc = pause_gc()
     try:
-        admin = connect(address, read_only=read_only)
-        try:
+        with spec.open(read_only=read_only) as admin:
             yield admin
-        finally:
-            admin.close()
     finally:
         resume_gc()
 
@@ -90,10 +160,10 @@ def _finished(scan: SliceScan) -> dict[str, int]:
 
 
 def lines_partition(
-    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any], stats: Any = None
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], stats: Any = None
 ) -> Iterator[LineItem]:
     """Executor side of a JSONL write; each slice's stats go to the ``stats`` accumulator."""
-    with _executor_admin(address, read_only=True) as admin:
+    with _executor_admin(spec, read_only=True) as admin:
         for scan in _scans(admin, slice_docs, filter_doc):
             slc = scan.slice
             for line in _lines(scan):
@@ -103,10 +173,10 @@ def lines_partition(
 
 
 def rows_partition(
-    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any], stats: Any = None
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], stats: Any = None
 ) -> Iterator[SparkRow]:
     """Executor side of a Parquet write; each slice's stats go to the ``stats`` accumulator."""
-    with _executor_admin(address, read_only=True) as admin:
+    with _executor_admin(spec, read_only=True) as admin:
         for scan in _scans(admin, slice_docs, filter_doc):
             for rows in scan.rows():
                 for row in rows:
@@ -116,10 +186,10 @@ def rows_partition(
 
 
 def stream_lines_partition(
-    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any]
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any]
 ) -> Iterator[StreamedLine]:
     """Executor side of a replay to stdout: JSON lines for the driver to print in plan order."""
-    with _executor_admin(address, read_only=True) as admin:
+    with _executor_admin(spec, read_only=True) as admin:
         for scan in _scans(admin, slice_docs, filter_doc):
             index = scan.slice.index
             for line in _lines(scan):
@@ -128,10 +198,10 @@ def stream_lines_partition(
 
 
 def stream_messages_partition(
-    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any]
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any]
 ) -> Iterator[StreamedMessage]:
     """Executor side of a send the driver makes (executors cannot write an embedded store)."""
-    with _executor_admin(address, read_only=True) as admin:
+    with _executor_admin(spec, read_only=True) as admin:
         for scan in _scans(admin, slice_docs, filter_doc):
             index = scan.slice.index
             for msg in scan:
@@ -140,13 +210,13 @@ def stream_messages_partition(
 
 
 def send_partition(
-    slice_docs: Iterable[dict[str, Any]], *, address: str, filter_doc: dict[str, Any], scheme: str, target: str
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], scheme: str, target: str
 ) -> Iterator[SentSlice]:
     """Executor side of a send: re-publish to topic ``target`` or send back to group ``target``
     (``scheme`` "topic" or "group") over the executor's own writable connection."""
     from mqadmin.replay.sinks import GroupSink, Sink, TopicSink
 
-    with _executor_admin(address, read_only=False) as admin:
+    with _executor_admin(spec, read_only=False) as admin:
         sink: Sink = TopicSink(admin, target) if scheme == "topic" else GroupSink(admin, target)
         for scan in _scans(admin, slice_docs, filter_doc):
             scan.stats.written = sink.write(scan.slice, list(scan))
@@ -160,43 +230,45 @@ def slices_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, An
 
 
 def scan_lines(
-    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter, stats: Any
+    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, stats: Any
 ) -> RDD[LineItem]:
     """The RDD of JSONL lines for ``slices`` (lazy: nothing runs yet)."""
-    job = functools.partial(lines_partition, address=address, filter_doc=flt.to_json(), stats=stats)
+    job = functools.partial(lines_partition, spec=spec, filter_doc=flt.to_json(), stats=stats)
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
 def scan_rows(
-    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter, stats: Any
+    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, stats: Any
 ) -> RDD[SparkRow]:
     """The RDD of Parquet rows for ``slices`` (lazy)."""
-    job = functools.partial(rows_partition, address=address, filter_doc=flt.to_json(), stats=stats)
+    job = functools.partial(rows_partition, spec=spec, filter_doc=flt.to_json(), stats=stats)
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
-def stream_lines(spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter) -> RDD[StreamedLine]:
+def stream_lines(
+    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
+) -> RDD[StreamedLine]:
     """The RDD of lines and per-slice stats markers for the driver to print (lazy)."""
-    job = functools.partial(stream_lines_partition, address=address, filter_doc=flt.to_json())
+    job = functools.partial(stream_lines_partition, spec=spec, filter_doc=flt.to_json())
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
 def stream_messages(
-    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter
+    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
 ) -> RDD[StreamedMessage]:
     """The RDD of messages and per-slice stats markers for the driver to send (lazy)."""
-    job = functools.partial(stream_messages_partition, address=address, filter_doc=flt.to_json())
+    job = functools.partial(stream_messages_partition, spec=spec, filter_doc=flt.to_json())
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
 def send(
-    spark: SparkSession, slices: Sequence[Slice], address: str, flt: MessageFilter, scheme: str, target: str
+    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, scheme: str, target: str
 ) -> RDD[SentSlice]:
     """The RDD of a send by the executors (lazy). Copies must keep each queue's order, so a
     queue's slices run in one partition, in order."""
     if scheme not in ("topic", "group"):
         raise ValueError(f"unknown send scheme {scheme!r}")
-    job = functools.partial(send_partition, address=address, filter_doc=flt.to_json(), scheme=scheme, target=target)
+    job = functools.partial(send_partition, spec=spec, filter_doc=flt.to_json(), scheme=scheme, target=target)
     return queue_partitions_rdd(spark, slices).mapPartitions(job)
 
 
@@ -270,20 +342,15 @@ def write_parquet(spark: SparkSession, rows: RDD[SparkRow], path: str, mode: str
     df.write.mode(mode).partitionBy("broker", "queue_id").parquet(path)
 
 
-def search_partition(queries: Iterable[tuple[str, str, int, int]], *, address: str) -> Iterator[tuple[Any, ...]]:
+def search_partition(queries: Iterable[tuple[str, str, int, int]], *, spec: ConnectSpec) -> Iterator[tuple[Any, ...]]:
     """Executor side of a bulk time→offset search: (topic, broker, queue id, ts) → + offset."""
-    from mqadmin.admin import connect
-
-    admin = connect(address, read_only=True)
-    try:
+    with spec.open(read_only=True) as admin:
         for topic, broker, qid, ts in queries:
             yield (topic, broker, qid, ts, admin.search_offset(MessageQueue(topic, broker, qid), ts))
-    finally:
-        admin.close()
 
 
 def bulk_search(
-    spark: SparkSession, address: str, queries: Sequence[tuple[str, str, int, int]], partitions: int | None = None
+    spark: SparkSession, spec: ConnectSpec, queries: Sequence[tuple[str, str, int, int]], partitions: int | None = None
 ) -> list[tuple[str, str, int, int, int]]:
     """Many (topic, broker, queue id, timestamp) searches spread over executors, in input order."""
     if not queries:
@@ -291,36 +358,31 @@ def bulk_search(
     n = partitions or min(len(queries), max(spark.sparkContext.defaultParallelism * 4, 1))
     rdd = spark.sparkContext.parallelize(list(queries), numSlices=n)
     out: list[tuple[str, str, int, int, int]] = rdd.mapPartitions(
-        functools.partial(search_partition, address=address)
+        functools.partial(search_partition, spec=spec)
     ).collect()
     return out
 
 
 def first_match_partition(
-    slice_docs: Iterable[dict[str, Any]], *, address: str, field: str, ts: int
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, field: str, ts: int
 ) -> Iterator[dict[str, int] | None]:
     """Executor side of a born-time or property search: per slice, its first message whose field
     is at or after ``ts`` (None when none is), read with the replay's slice worker."""
-    from mqadmin.admin import connect
-
     time_field = TimeField.parse(field)
     # with a mock:// address this opens the store read-only: a search only reads
-    admin = connect(address, read_only=True)
-    try:
+    with spec.open(read_only=True) as admin:
         for doc in slice_docs:
             hit = first_match(admin, Slice.from_json(doc), time_field, ts)
             yield None if hit is None else hit.to_json()
-    finally:
-        admin.close()
 
 
 def first_matches(
-    spark: SparkSession, address: str, slices: Sequence[Slice], field: TimeField, ts: int
+    spark: SparkSession, spec: ConnectSpec, slices: Sequence[Slice], field: TimeField, ts: int
 ) -> list[FirstMatch | None]:
     """Scan every slice at once, one partition per slice, each up to its own first match; the
     results come back in slice order (``earliest_per_queue`` turns them into per-queue answers)."""
     if not slices:
         return []
-    job = functools.partial(first_match_partition, address=address, field=str(field), ts=ts)
+    job = functools.partial(first_match_partition, spec=spec, field=str(field), ts=ts)
     docs: list[dict[str, Any] | None] = slices_rdd(spark, slices).mapPartitions(job).collect()
     return [None if d is None else FirstMatch.from_json(d) for d in docs]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -156,3 +157,13 @@ def make_store(tmp_path: Path, door: str) -> Iterator[Callable[..., Store]]:
     yield make
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its own CA) and its key, shared by the TLS tests."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl tool is needed to make a test certificate")
+    from tests.support.realbroker import make_tls_files
+
+    return make_tls_files(tmp_path_factory.mktemp("tls"))

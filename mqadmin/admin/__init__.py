@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from mqadmin import errors
 from mqadmin.config import default_home
@@ -58,8 +58,12 @@ class Admin(Protocol):
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None: ...
 
     # group state
-    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats: ...
-    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]: ...
+    # partial=True: a broker that cannot be reached is named in ``missing_brokers`` instead of
+    # failing the call (unless no broker answers); a broker that answers with an error still fails it
+    def consume_stats(self, group: str, topic: str | None = None, *, partial: bool = False) -> ConsumeStats: ...
+    def consume_stats_all(
+        self, groups: Sequence[str], *, partial: bool = False
+    ) -> dict[str, ConsumeStats | errors.MqadminError]: ...
     def consumer_connections(self, group: str, broker_addr: str | None = None) -> ConsumerConnection: ...
     def consumer_connections_all(
         self, groups: Sequence[str]
@@ -100,7 +104,7 @@ def resolve_address(address: str | None) -> str:
     return addr.strip()
 
 
-def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = False, **options: object) -> Admin:
+def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = False, **options: Any) -> Admin:
     """Open the backend the address names. Heavy modules load only for the backend chosen."""
     addr = resolve_address(address)
     if addr == "mock" or addr.startswith("mock:"):
@@ -111,9 +115,9 @@ def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = Fals
         from mqadmin.offline import open_store  # read-only whatever ``read_only`` says
 
         return open_store(addr)
-    from mqadmin.remoting.backend import RemotingAdmin  # type: ignore[import-not-found,unused-ignore]
+    from mqadmin.remoting.backend import RemotingAdmin
 
-    return RemotingAdmin(addr, timeout=timeout, **options)  # type: ignore[arg-type,no-any-return,unused-ignore]
+    return RemotingAdmin(addr, timeout=timeout, **options)
 
 
 __all__ = ["Admin", "BrokerData", "BrokerInfo", "PendingPull", "connect", "default_home", "resolve_address"]

@@ -184,7 +184,8 @@ class MockAdmin:
             raise errors.TopicNotExist(f"No topic route info in name server for the topic: {RETRY_PREFIX}{group}")
         return [self._broker(n) for n in names]
 
-    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+    def consume_stats(self, group: str, topic: str | None = None, *, partial: bool = False) -> ConsumeStats:
+        """In process every broker answers: ``partial`` never leaves one out."""
         self._check(topic, group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
@@ -194,7 +195,9 @@ class MockAdmin:
             tps += stats.consume_tps
         return ConsumeStats(dict(sorted(table.items())), tps)
 
-    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
+    def consume_stats_all(
+        self, groups: Sequence[str], *, partial: bool = False
+    ) -> dict[str, ConsumeStats | errors.MqadminError]:
         """Each group's ``consume_stats`` (or the error it raises); in process, group by group."""
         return _each(self.consume_stats, groups)
 

@@ -1,29 +1,28 @@
 """The mock broker: broker semantics over a RocketMQ-layout store.
 
 One model with two doors — called in process by the embedded backend, and served over TCP.
-Behaviour follows the broker version set in the store (protocol doc §5): the time search,
-"no offset" answers and the reset path differ between 4.x, 5.0–5.1 and 5.2+.
+Behaviour follows the broker version set in the store: the time search (``search``), "no
+offset" answers and the reset path (``reset``) differ between 4.x, 5.0–5.1 and 5.2+; the
+consume stats live in ``stats``.
 """
 
 from __future__ import annotations
 
-import bisect
 import threading
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mqadmin import errors, names
 from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
+from mqadmin.mock import reset, stats
+from mqadmin.mock.search import search_offset
 from mqadmin.mock.store import BrokerStore, ConsumeQueue
-from mqadmin.model import ConsumeStats, Message, MessageQueue, OffsetWrapper
+from mqadmin.model import ConsumeStats, Message
 from mqadmin.protocol import versions
 from mqadmin.protocol.constants import DEFAULT_MAX_RECONSUME_TIMES, DLQ_PREFIX, RETRY_PREFIX
-
-TPS_WINDOW_S = 60
-
 
 #: no record is larger (4 MiB body + 32 KiB properties + header, with room to spare)
 MAX_RECORD_SIZE = 8 * 1024 * 1024
@@ -77,8 +76,7 @@ class MockBroker:
         self.offsets: dict[str, dict[int, int]] = {}
         self.pending_resets: dict[str, dict[int, int]] = {}
         self.clients: dict[str, dict[str, ClientInfo]] = defaultdict(dict)
-        self._pulled: dict[tuple[str, str], deque[tuple[float, int]]] = defaultdict(deque)
-        self._last_pull: dict[tuple[str, str, int], int] = {}
+        self.pulls = stats.PullHistory()
         self._arrival = threading.Condition(self._lock)
         self._dirty = False
         #: consumer offsets: bumped on every change; the version consumerOffset.json holds
@@ -88,13 +86,15 @@ class MockBroker:
         self._persist_lock = threading.Lock()
         self.load()
 
-    # ---- behaviour switches (protocol doc §5) ----
+    # ---- behaviour switches ----
     @property
     def server_side_reset(self) -> bool:
+        """useServerSideResetOffset, on by default from 5.2.0 (common: BrokerConfig.java)."""
         return versions.server_side_reset(self._v)
 
     @property
     def lower_boundary_search(self) -> bool:
+        """The time search answers LOWER/UPPER boundaries from 5.1.1 (store: ConsumeQueue.java)."""
         return versions.lower_boundary_search(self._v)
 
     # ---- persistence ----
@@ -127,7 +127,7 @@ class MockBroker:
     def offsets_version(self) -> int:
         return self._offsets_version
 
-    def _offsets_changed(self) -> None:
+    def offsets_changed(self) -> None:
         self._offsets_version += 1
 
     def persist_offsets(self, version: int | None = None, *, keep_bak: bool = False) -> bool:
@@ -193,7 +193,7 @@ class MockBroker:
     def topic_config(self, topic: str) -> dict[str, Any] | None:
         return self.topics.get(topic)
 
-    def _require_topic(self, topic: str) -> dict[str, Any]:
+    def require_topic(self, topic: str) -> dict[str, Any]:
         cfg = self.topics.get(topic)
         if cfg is None:
             raise errors.TopicNotExist(f"topic[{topic}] not exist, apply first please!", self.addr)
@@ -221,47 +221,9 @@ class MockBroker:
         return -1 if t is None else t
 
     def search_offset(self, topic: str, queue_id: int, ts: int, boundary: str = "LOWER") -> int:
-        """SEARCH_OFFSET_BY_TIMESTAMP as this broker version answers it (protocol doc §5.2)."""
+        """SEARCH_OFFSET_BY_TIMESTAMP as this broker version answers it."""
         cq = self._queue(topic, queue_id)
-        lo, hi = cq.min_offset, cq.max_offset
-        if hi <= 0 or hi <= lo:
-            return 0
-        if not self.lower_boundary_search:
-            return self._search_nearest(cq, ts)
-        times = _TimeView(self, cq)
-        if boundary.upper() == "UPPER":
-            return max(lo, bisect.bisect_right(times, ts, lo, hi) - 1)
-        return bisect.bisect_left(times, ts, lo, hi)
-
-    def _search_nearest(self, cq: ConsumeQueue, ts: int) -> int:
-        """4.x (and 5.0–5.1.0): a binary search in one file that settles on the nearer neighbour.
-
-        The file is the first whose newest message is not older than ``ts`` (the broker uses the
-        file's modification time), else the last one.
-        """
-        bounds = cq.file_bounds()
-        chosen = bounds[-1]
-        for first, end in bounds:
-            if end > first and self.store.store_time(cq.entry(end - 1)) >= ts:
-                chosen = (first, end)
-                break
-        low, high = chosen[0], chosen[1] - 1
-        left = right = -1
-        left_t = right_t = -1
-        while high >= low:
-            mid = (low + high) // 2
-            t = self.store.store_time(cq.entry(mid))
-            if t == ts:
-                return mid
-            if t > ts:
-                high, right, right_t = mid - 1, mid, t
-            else:
-                low, left, left_t = mid + 1, mid, t
-        if left_t == -1:
-            return right
-        if right_t == -1:
-            return left
-        return right if abs(ts - left_t) > abs(ts - right_t) else left
+        return search_offset(self.store, cq, ts, boundary, lower_boundary=self.lower_boundary_search)
 
     # ---- consumer offsets ----
     @staticmethod
@@ -275,7 +237,13 @@ class MockBroker:
     def query_consumer_offset(
         self, group: str, topic: str, queue_id: int, set_zero_if_not_found: bool | None = None
     ) -> int:
-        """QUERY_CONSUMER_OFFSET (protocol doc §5.1); raises QueryNotFound for "no offset"."""
+        """QUERY_CONSUMER_OFFSET; raises QueryNotFound for "no offset".
+
+        A pending server-side reset answers first. Without a committed offset, a queue whose
+        first message is still at offset 0 answers 0, as does (before 5.1) an empty queue;
+        5.0+ answer "not found" when setZeroIfNotFound is false (broker:
+        ConsumerManageProcessor.java, queryConsumerOffset).
+        """
         pending = self.pending_resets.get(self.key(topic, group), {}).get(queue_id)
         if pending is not None and self.server_side_reset:
             return pending
@@ -305,7 +273,7 @@ class MockBroker:
             table = self.offsets.setdefault(key, {})
             if table.get(queue_id) != offset:  # a commit that moves nothing costs no write
                 table[queue_id] = offset
-                self._offsets_changed()
+                self.offsets_changed()
             return ""
 
     def groups_with_offsets(self) -> list[str]:
@@ -313,76 +281,14 @@ class MockBroker:
 
     # ---- group state ----
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        """GET_CONSUME_STATS (protocol doc §5.7)."""
+        """GET_CONSUME_STATS (see mock.stats)."""
         with self._lock:
-            if topic is not None:
-                topics = [topic]
-            else:
-                topics = sorted({k.split("@", 1)[0] for k in self.offsets if k.split("@", 1)[1] == group})
-                subscribed = {t for c in self.clients.get(group, {}).values() for t in c.subscriptions}
-                if subscribed:
-                    topics = [t for t in topics if t in subscribed]
-            table: dict[MessageQueue, OffsetWrapper] = {}
-            for t in topics:
-                cfg = self.topics.get(t)
-                if cfg is None:
-                    continue
-                for qid in range(int(cfg["readQueueNums"])):
-                    broker_offset = max(self.max_offset(t, qid), 0)
-                    consumer = self.committed_offset(group, t, qid)
-                    consumer = max(consumer, 0)
-                    pulled = self._last_pull.get((group, t, qid), 0)
-                    last = self.store_time_at(t, qid, consumer - 1) if consumer > 0 else None
-                    table[MessageQueue(t, self.name, qid)] = OffsetWrapper(
-                        broker_offset=broker_offset,
-                        consumer_offset=consumer,
-                        last_timestamp=last or 0,
-                        pull_offset=max(consumer, pulled),
-                    )
-            return ConsumeStats(table, self.consume_tps(group, topics))
-
-    def consume_tps(self, group: str, topics: list[str]) -> float:
-        cutoff = time.time() - TPS_WINDOW_S
-        total = 0
-        for t in topics:
-            events = self._pulled.get((group, t))
-            if events:
-                while events and events[0][0] < cutoff:
-                    events.popleft()
-                total += sum(n for _, n in events)
-        return total / TPS_WINDOW_S
+            return stats.consume_stats(self, group, topic)
 
     def broker_consume_stats(self, is_order: bool = False) -> list[tuple[str, list[ConsumeStats]]]:
-        """GET_BROKER_CONSUME_STATS: every subscription group's stats per topic, as the broker
-        builds ConsumeStatsList — its write queues, no pull offset (so no inflight), and with
-        ``is_order`` only order topics. Groups without offsets are listed with no stats."""
+        """GET_BROKER_CONSUME_STATS: every subscription group's stats per topic (see mock.stats)."""
         with self._lock:
-            topics_of: dict[str, list[str]] = defaultdict(list)
-            for key in self.offsets:
-                topic, _, group = key.partition("@")
-                topics_of[group].append(topic)
-            out: list[tuple[str, list[ConsumeStats]]] = []
-            for group in sorted(self.groups):
-                subscribed = {t for c in self.clients.get(group, {}).values() for t in c.subscriptions}
-                per_topic: list[ConsumeStats] = []
-                for t in sorted(topics_of.get(group, ())):
-                    cfg = self.topics.get(t)
-                    if cfg is None or (is_order and not cfg.get("order")) or (subscribed and t not in subscribed):
-                        continue
-                    table: dict[MessageQueue, OffsetWrapper] = {}
-                    committed = self.offsets.get(self.key(t, group), {})
-                    for qid in range(int(cfg["writeQueueNums"])):
-                        consumer = max(committed.get(qid, -1), 0)
-                        last = self.store_time_at(t, qid, consumer - 1) if consumer > 0 else None
-                        table[MessageQueue(t, self.name, qid)] = OffsetWrapper(
-                            broker_offset=max(self.max_offset(t, qid), 0),
-                            consumer_offset=consumer,
-                            last_timestamp=last or 0,
-                            pull_offset=0,
-                        )
-                    per_topic.append(ConsumeStats(table, self.consume_tps(group, [t])))
-                out.append((group, per_topic))
-            return out
+            return stats.broker_consume_stats(self, is_order)
 
     # ---- clients ----
     def register_client(self, info: ClientInfo) -> None:
@@ -397,66 +303,15 @@ class MockBroker:
     def online_clients(self, group: str) -> list[ClientInfo]:
         return list(self.clients.get(group, {}).values())
 
-    # ---- reset (protocol doc §5.4) ----
+    # ---- reset ----
     def reset_offset(
         self, topic: str, group: str, timestamp: int, is_force: bool, queue_id: int = -1, offset: int = -1
     ) -> dict[int, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET, server side from 5.2, else pushed to clients (see mock.reset)."""
         with self._lock:
             if self.server_side_reset:
-                return self._reset_server_side(topic, group, timestamp, queue_id, offset)
-            return self._reset_client_push(topic, group, timestamp, is_force)
-
-    def _reset_server_side(self, topic: str, group: str, timestamp: int, queue_id: int, offset: int) -> dict[int, int]:
-        cfg = self._require_topic(topic)
-        if group not in self.groups:
-            raise errors.SubscriptionGroupNotExist(f"subscription group does not exist. {group}", self.addr)
-        if queue_id >= 0:
-            if offset != -1:
-                lo, hi = self.min_offset(topic, queue_id), self.max_offset(topic, queue_id)
-                if not lo <= offset <= hi + 1:
-                    raise errors.SystemError_(
-                        f"Target offset {offset} not in consume queue range [{lo}-{hi}]", self.addr
-                    )
-                target = {queue_id: offset}
-            else:
-                target = {queue_id: self._time_target(topic, queue_id, timestamp)}
-        else:
-            target = {q: self._time_target(topic, q, timestamp) for q in range(int(cfg["readQueueNums"]))}
-        key = self.key(topic, group)
-        for q, o in target.items():
-            self.offsets.setdefault(key, {})[q] = o
-            self.pending_resets.setdefault(key, {})[q] = o
-        self._offsets_changed()
-        return target
-
-    def _time_target(self, topic: str, queue_id: int, timestamp: int) -> int:
-        if timestamp < 0:
-            return self.max_offset(topic, queue_id)
-        return max(self.search_offset(topic, queue_id, timestamp), 0)
-
-    def _reset_client_push(self, topic: str, group: str, timestamp: int, is_force: bool) -> dict[int, int]:
-        cfg = self.topics.get(topic)
-        if cfg is None:
-            raise errors.SystemError_(
-                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}", self.addr
-            )
-        table: dict[int, int] = {}
-        for q in range(int(cfg["writeQueueNums"])):
-            current = self.committed_offset(group, topic, q)
-            if current == -1:
-                raise errors.SystemError_(f"THe consumer group <{group}> not exist", self.addr)
-            target = self._time_target(topic, q, timestamp)
-            table[q] = target if is_force or target < current else current
-        clients = self.online_clients(group)
-        if not clients:
-            raise errors.ConsumerNotOnline(
-                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}",
-                self.addr,
-            )
-        for client in clients:
-            if client.on_reset is not None:
-                client.on_reset(topic, dict(table))
-        return table
+                return reset.reset_server_side(self, topic, group, timestamp, queue_id, offset)
+            return reset.reset_client_push(self, topic, group, timestamp, is_force)
 
     def take_pending_reset(self, group: str, topic: str, queue_id: int) -> int | None:
         with self._lock:
@@ -508,7 +363,7 @@ class MockBroker:
         tags: set[str] | None = None,
         max_bytes: int = 4 << 20,
     ) -> PullOutcome:
-        """getMessage + the broker's status mapping (protocol doc §5.3); records stay encoded."""
+        """getMessage (store: DefaultMessageStore.java) with its statuses; records stay encoded."""
         with self._lock:
             return self._pull(group, topic, queue_id, offset, max_nums, tags, max_bytes)
 
@@ -556,9 +411,7 @@ class MockBroker:
             records.append(view(phy, entry_size))
             size += entry_size
         if group is not None:
-            self._last_pull[(group, topic, queue_id)] = next_offset
-            if records:
-                self._pulled[(group, topic)].append((time.time(), len(records)))
+            self.pulls.record(group, topic, queue_id, next_offset, len(records))
         return PullOutcome("FOUND" if records else "NO_MATCHED_MESSAGE", next_offset, lo, hi, records)
 
     def wait_for_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
@@ -618,17 +471,3 @@ class MockBroker:
             reconsume_times=reconsume,
         )
         return self.put_message(copy)
-
-
-class _TimeView:
-    """Store times of a queue as a lazy sequence, so bisect reads only the probes it needs."""
-
-    def __init__(self, broker: MockBroker, cq: ConsumeQueue):
-        self._broker = broker
-        self._cq = cq
-
-    def __len__(self) -> int:
-        return self._cq.max_offset
-
-    def __getitem__(self, offset: int) -> int:
-        return self._broker.store.store_time(self._cq.entry(offset))

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from mqadmin import errors, fastjson
 from mqadmin.model import (
+    BrokerData,
     BrokerInfo,
     ConsumerConnection,
     ConsumeStats,
@@ -189,27 +190,35 @@ class RemotingAdmin(MessageSession):
 
     # -- group state ------------------------------------------------------------------------
 
-    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        brokers = self._group_brokers(group, topic)
+    def consume_stats(self, group: str, topic: str | None = None, *, partial: bool = False) -> ConsumeStats:
+        brokers = [b for b in self._group_brokers(group, topic) if b.addrs]
         request = ConsumeStatsHeader(consumerGroup=group, topic=topic).request()
-        calls = [(self._read_addr(b), request) for b in brokers if b.addrs]
+        calls = [(self._read_addr(b), request) for b in brokers]
         answers = self._fan_out(calls, idempotent=True, timeout=self.timeout * CONSUME_STATS_TIMEOUT_FACTOR)
+        missing = _unreachable(brokers, answers) if partial else {}
+        if missing and len(missing) < len(brokers):  # when none answers, the first error is raised below
+            keep = [i for i, b in enumerate(brokers) if b.broker_name not in missing]
+            calls, answers = [calls[i] for i in keep], [answers[i] for i in keep]
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
         for (addr, _), reply in zip(calls, answers, strict=True):
             part_table, part_tps = replies.consume_stats(addr, self._checked(addr, reply))
             table.update(part_table)
             tps += part_tps
-        return ConsumeStats(dict(sorted(table.items())), tps)
+        return ConsumeStats(dict(sorted(table.items())), tps, missing)
 
-    def consume_stats_all(self, groups: Sequence[str]) -> dict[str, ConsumeStats | errors.MqadminError]:
+    def consume_stats_all(
+        self, groups: Sequence[str], *, partial: bool = False
+    ) -> dict[str, ConsumeStats | errors.MqadminError]:
         """Every group's consume stats from one GET_BROKER_CONSUME_STATS per broker.
 
         A broker answers for each of its subscription groups what GET_CONSUME_STATS would, but
         without pull offsets (so nothing shows in flight). A broker that refuses it (ACL: it
-        needs cluster-wide read rights; a server without it) or cannot be read is asked group
-        by group instead, as ``consume_stats`` does; a group whose per-group call fails gets
-        that error as its value.
+        needs cluster-wide read rights; a server without it) is asked group by group instead,
+        as ``consume_stats`` does; a group whose per-group call fails gets that error as its
+        value. A broker that cannot be reached is not asked again per group (that would wait out
+        a timeout per group): with ``partial`` it is named in every group's ``missing_brokers``,
+        else every group gets its error.
         """
         wanted = list(dict.fromkeys(groups))
         tables: _Tables = {g: {} for g in wanted}
@@ -218,8 +227,14 @@ class RemotingAdmin(MessageSession):
         request = BrokerConsumeStatsHeader(isOrder=False).request()
         calls = [(self._read_addr(b), request) for b in brokers]
         answers = self._fan_out(calls, idempotent=True, timeout=self.timeout * BROKER_CONSUME_STATS_TIMEOUT_FACTOR)
+        unreachable = _unreachable(brokers, answers)
+        if len(unreachable) == len(brokers) and brokers:
+            first = next(a for a in answers if isinstance(a, errors.ConnectError))
+            return dict.fromkeys(wanted, first)
         refused: set[str] = set()
         for b, (addr, _), reply in zip(brokers, calls, answers, strict=True):
+            if b.broker_name in unreachable:
+                continue
             try:
                 parsed = replies.broker_consume_stats(addr, self._checked(addr, reply))
             except errors.MqadminError as exc:
@@ -230,17 +245,31 @@ class RemotingAdmin(MessageSession):
                 if group in tables:
                     tables[group].update(table)
                     tps[group] += group_tps
+        missing = {g: dict(unreachable) for g in wanted}
         failed: dict[str, errors.MqadminError] = {}
         if refused:
-            failed = self._consume_stats_per_group(wanted, refused, tables, tps)
-        return {g: failed.get(g) or ConsumeStats(dict(sorted(tables[g].items())), tps[g]) for g in wanted}
+            failed = self._consume_stats_per_group(wanted, refused, tables, tps, missing if partial else None)
+        if unreachable and not partial:
+            cause = next(a for a in answers if isinstance(a, errors.ConnectError))
+            failed = {g: failed.get(g) or cause for g in wanted}
+        out: dict[str, ConsumeStats | errors.MqadminError] = {}
+        for g in wanted:
+            stats = ConsumeStats(dict(sorted(tables[g].items())), tps[g], missing[g] if partial else {})
+            out[g] = failed.get(g) or stats
+        return out
 
     def _consume_stats_per_group(
-        self, groups: Sequence[str], refused: set[str], tables: _Tables, tps: dict[str, float]
+        self,
+        groups: Sequence[str],
+        refused: set[str],
+        tables: _Tables,
+        tps: dict[str, float],
+        missing: dict[str, dict[str, str]] | None,
     ) -> dict[str, errors.MqadminError]:
-        """GET_CONSUME_STATS of each group on the refused brokers that ``consume_stats`` would ask."""
+        """GET_CONSUME_STATS of each group on the refused brokers that ``consume_stats`` would ask;
+        with ``missing`` (a partial answer), a broker that cannot be reached is named there."""
         failed: dict[str, errors.MqadminError] = {}
-        owners: list[str] = []
+        owners: list[tuple[str, str]] = []
         calls: list[tuple[str, RemotingCommand]] = []
         for group in groups:
             try:
@@ -251,10 +280,13 @@ class RemotingAdmin(MessageSession):
             request = ConsumeStatsHeader(consumerGroup=group).request()
             for b in brokers:
                 if b.broker_name in refused and b.addrs:
-                    owners.append(group)
+                    owners.append((group, b.broker_name))
                     calls.append((self._read_addr(b), request))
         answers = self._fan_out(calls, idempotent=True, timeout=self.timeout * CONSUME_STATS_TIMEOUT_FACTOR)
-        for group, (addr, _), reply in zip(owners, calls, answers, strict=True):
+        for (group, name), (addr, _), reply in zip(owners, calls, answers, strict=True):
+            if missing is not None and isinstance(reply, errors.ConnectError):
+                missing[group][name] = str(reply)
+                continue
             try:
                 part, part_tps = replies.consume_stats(addr, self._checked(addr, reply))
             except errors.MqadminError as exc:
@@ -366,3 +398,12 @@ class RemotingAdmin(MessageSession):
 def _max_offset_request(mq: MessageQueue) -> RemotingCommand:
     """GET_MAX_OFFSET with committed=true: what is replicated, as the Java admin asks (5.x; 4.x ignores it)."""
     return MaxOffsetHeader(topic=mq.topic, queueId=mq.queue_id, committed=True).request()
+
+
+def _unreachable(brokers: Sequence[BrokerData], answers: Replies) -> dict[str, str]:
+    """The brokers of a fan-out that could not be reached (name -> why), in the calls' order."""
+    return {
+        b.broker_name: str(reply)
+        for b, reply in zip(brokers, answers, strict=True)
+        if isinstance(reply, errors.ConnectError)
+    }

@@ -47,6 +47,13 @@ class QueueRange:
     def count(self) -> int:
         return max(self.end - self.start, 0)
 
+    @property
+    def expired_at_most(self) -> int:
+        """How many messages retention deleted that the window may have held: all those below the
+        min offset when the window starts at it (its begin is not after the oldest message left),
+        else none. Their store times are gone with them, so this is a bound, not a count."""
+        return self.min_offset if self.start == self.min_offset > 0 else 0
+
 
 @dataclass(frozen=True)
 class Slice:

@@ -4,7 +4,6 @@ options of the broker commands, which mockBroker does not take)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,24 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliResult
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1, made with the openssl tool."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl tool is needed to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=mqadmin-test",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )  # fmt: skip
-    return cert, key
 
 
 def test_a_key_without_its_certificate_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:

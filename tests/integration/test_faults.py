@@ -53,13 +53,17 @@ def test_a_broker_down_fails_the_command_and_changes_nothing(tmp_path: Path) -> 
         dead = f"127.0.0.1:{free_port()}"
         with server.lock:
             cluster.brokers["broker-b"].addr = dead  # the name server still routes to it
-        for args in (
-            ["queryOffset", "-t", "T", "-g", "g"],
-            ["consumerProgress", "-g", "g"],
-            ["resetOffsetByTime", "-g", "g", "-t", "T", "-s", "0000000000000"],
-        ):
+        args = ["resetOffsetByTime", "-g", "g", "-t", "T", "-s", "0000000000000"]
+        proc = run(*args, "-n", server.namesrv_addr, "--timeout", "2")
+        assert proc.returncode == 1 and dead in one_line(proc), args
+        # queryOffset and consumerProgress answer for the broker that answers, name the other,
+        # and still exit 1
+        for args, broker_col in ((["queryOffset", "-t", "T", "-g", "g"], 0), (["consumerProgress", "-g", "g"], 1)):
             proc = run(*args, "-n", server.namesrv_addr, "--timeout", "2")
-            assert proc.returncode == 1 and dead in one_line(proc), args
+            (line,) = proc.stderr.strip().splitlines()
+            assert proc.returncode == 1 and "broker-b did not answer" in line and dead in line, proc.stderr
+            rows = [r.split() for r in proc.stdout.splitlines() if "broker-" in r and not r.startswith("Missing")]
+            assert rows and {r[broker_col] for r in rows} == {"broker-a"}, proc.stdout
         with server.lock:
             assert {o for b in cluster.brokers.values() for o in b.offsets["T@g"].values()} == {10}
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -264,3 +266,103 @@ def test_query_offset_answers_for_the_live_broker_and_names_the_silent_one(rig5:
     assert code == 0 and "missing_brokers" not in json.loads(out) and err == "", err
     code, _, err = cli("queryOffset", "-n", rig5.namesrv, "-t", f"{TOPIC},{TOPIC2}", "--partial")
     assert code == 2 and "--partial takes one topic" in err
+
+
+def _progress(rig: Rig, *args: str, timeout: str = TIMEOUT_S) -> tuple[int, str, str, float]:
+    started = time.monotonic()
+    code, out, err = cli("consumerProgress", "-n", rig.namesrv, "--timeout", timeout, *args)
+    return code, out, err, time.monotonic() - started
+
+
+def _one_missing_line(err: str, rig: Rig, partial: bool) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "broker-b did not answer" in lines[0] and rig.proxy.addr in lines[0], err
+    assert ("--partial accepts that" in lines[0]) is not partial, err
+    assert lines[0].startswith("mqadmin: warning:" if partial else "mqadmin: error:"), err
+
+
+@pytest.mark.parametrize("one_group", [True, False], ids=["-g", "all-groups"])
+def test_consumer_progress_answers_for_the_live_broker_and_names_the_silent_one(rig5: Rig, one_group: bool) -> None:
+    """broker-b refuses connections: broker-a's figures are shown, broker-b is named on stderr,
+    under the table and under missing_brokers; exit 1, and 0 with --partial; in well under a timeout."""
+    group_args = ("-g", GROUP) if one_group else ()
+    try:
+        rig5.proxy.down = True
+        rig5.proxy.cut_all()
+        for partial, code_wanted in ((False, 1), (True, 0)):
+            code, out, err, took = _progress(rig5, *group_args, "--json", *(["--partial"] if partial else []))
+            assert code == code_wanted, (partial, out, err)
+            assert took < float(TIMEOUT_S), took  # refused, not waited for
+            _one_missing_line(err, rig5, partial)
+            doc: dict[str, Any] = json.loads(out)
+            assert [m["broker"] for m in doc["missing_brokers"]] == ["broker-b"]
+            assert rig5.proxy.addr in doc["missing_brokers"][0]["error"]
+            if one_group:
+                user = [q for q in doc["queues"] if q["topic"] in (TOPIC, TOPIC2)]
+                assert {q["broker"] for q in doc["queues"]} == {"broker-a"} and len(user) == 8, doc
+                assert all(q["consumer_offset"] == BASELINE and q["diff"] == MAX - BASELINE for q in user)
+                assert doc["diff_total"] == 8 * (MAX - BASELINE)
+            else:  # each group's totals are broker-a's share alone
+                assert {g["group"]: g["diff_total"] for g in doc["groups"]} == {GROUP: 40, SOURCE: 4 * (MAX - 2)}
+        code, out, err, _ = _progress(rig5, *group_args)
+        assert code == 1 and "Missing: broker-b did not answer" in out, out
+        assert "broker-b" not in out.split("Missing")[0], out
+    finally:
+        rig5.proxy.arm(Fault())
+    code, out, err, _ = _progress(rig5, *group_args, "--json")  # all brokers answer: no missing_brokers
+    doc = json.loads(out)
+    assert code == 0 and "missing_brokers" not in doc and err == "", err
+    if not one_group:
+        assert {g["group"]: g["diff_total"] for g in doc["groups"]} == {GROUP: 80, SOURCE: 2 * 4 * (MAX - 2)}
+
+
+def test_consumer_progress_partial_prometheus_and_checks(rig5: Rig) -> None:
+    """--output prometheus leaves the silent broker's series out and still fails (exit 1) unless
+    --partial; a check that passes on the live broker's figures does not pass silently."""
+    try:
+        rig5.proxy.down = True
+        rig5.proxy.cut_all()
+        code, out, err, _ = _progress(rig5, "-g", GROUP, "--output", "prometheus")
+        assert code == 1 and 'broker="broker-a"' in out and "broker-b" not in out, out
+        _one_missing_line(err, rig5, partial=False)
+        code, out, err, _ = _progress(rig5, "-g", GROUP, "--output", "prometheus", "--partial")
+        assert code == 0 and 'broker="broker-a"' in out and "broker-b" not in out, out
+        _one_missing_line(err, rig5, partial=True)
+        code, out, err, _ = _progress(rig5, "--max-lag", "100")  # passes on broker-a's share
+        assert code == 1, (out, err)
+        _one_missing_line(err, rig5, partial=False)
+        code, out, err, _ = _progress(rig5, "--max-lag", "100", "--partial")
+        assert code == 0, (out, err)
+        _one_missing_line(err, rig5, partial=True)
+        code, out, err, _ = _progress(rig5, "--max-lag", "1", "--partial")  # a breach is still a breach
+        assert code == 3 and f"{GROUP}: Diff Total 40 > --max-lag 1" in err, err
+        code, out, err, _ = _progress(rig5, "--max-lag", "1")  # both said, in the check's line (exit 3)
+        assert code == 3 and "Diff Total 40 > --max-lag 1" in err and "broker-b did not answer" in err, err
+    finally:
+        rig5.proxy.arm(Fault())
+    code, _, err = cli("consumerProgress", "--local-store", "/nonexistent", "--partial")
+    assert code == 2 and "--partial" in err and "--local-store" in err, err
+
+
+def test_consumer_progress_hung_broker_costs_a_few_timeouts_not_one_per_group(rig5: Rig) -> None:
+    """broker-b accepts connections and never answers: one group and all groups still answer for
+    broker-a, naming broker-b, within a bounded number of timeouts (no retry per group)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    timeout = 0.5
+    try:
+        rig5.proxy.upstream = f"127.0.0.1:{silent.getsockname()[1]}"
+        rig5.proxy.cut_all()
+        for group_args in (("-g", GROUP), ()):
+            code, out, err, took = _progress(rig5, *group_args, "--json", "--partial", timeout=str(timeout))
+            assert code == 0, (out, err)
+            _one_missing_line(err, rig5, partial=True)
+            assert [m["broker"] for m in json.loads(out)["missing_brokers"]] == ["broker-b"]
+            # GET_BROKER_CONSUME_STATS may take 10 timeouts (a big broker's answer), then one
+            # round of connection look-ups: never a timeout per group
+            assert took < 14 * timeout, (group_args, took)
+    finally:
+        rig5.proxy.upstream = rig5.server.brokers["broker-b"]
+        rig5.proxy.arm(Fault())
+        silent.close()

@@ -319,6 +319,22 @@ def test_retention_replay_window_before_retention(ret: Retention, tmp_path: Path
     assert doc["written"] == RET_MESSAGES - ret.min_offset  # only what retention left
     (q,) = doc["queues"]
     assert q["start_offset"] == ret.min_offset
+    # and it says what may be missing: the deleted messages' store times are gone, so a bound
+    low = ret.min_offset
+    assert doc["expired_at_most"] == q["expired_at_most"] == low
+    assert q["oldest_left"] > ret.before_first
+    assert any(
+        n.startswith(f"broker-a queue 0: the window starts before the oldest message left ({q['oldest_left_iso']})")
+        and n.endswith(f"up to {low} message(s) before offset {low} are gone (messages expired)")
+        for n in doc["notes"]
+    ), doc["notes"]
+    # a window that starts after the oldest message left has lost nothing
+    after = str(q["oldest_left"] + 1)
+    res = run(ret.cluster, ret.home, "rangeReplay", "-t", RET_TOPIC, "-b", after, "--dry-run", "--json")
+    assert res.code == 0, res.stderr
+    later = res.json()
+    assert later["expired_at_most"] == 0 and later["total_messages"] < RET_MESSAGES - low
+    assert not any("expired" in n for n in later["notes"])
 
 
 def test_retention_reset_before_the_oldest_lands_on_min_and_restore_warns(ret: Retention, tmp_path: Path) -> None:
@@ -390,8 +406,8 @@ def down(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OneDown]:
 
 
 def test_one_broker_hung_every_command_fails_naming_it(down: OneDown, tmp_path: Path) -> None:
-    """Today every command needs every broker of the topic: one line naming the silent one,
-    exit 1, in bounded time.  (The Java tool's consumerProgress -g fails there too, with a
+    """Without --partial every command fails: one line naming the silent one, exit 1, in
+    bounded time (queryOffset and consumerProgress show the live broker's part first).  (The Java tool's consumerProgress -g fails there too, with a
     stack trace; see the next test.)"""
     commands = [
         ("queryOffset", "-t", DN_TOPIC, "-g", DN_GROUP),
@@ -419,6 +435,28 @@ def test_one_broker_hung_query_offset_answers_for_the_live_one(down: OneDown) ->
         doc = res.json()
         assert {(q["broker"], q["consumer_offset"]) for q in doc["queues"]} == {("broker-a", DN_COMMITTED)}
         assert len(doc["queues"]) == DN_QUEUES and [m["broker"] for m in doc["missing_brokers"]] == ["broker-b"]
+
+
+@pytest.mark.parametrize("one_group", [True, False], ids=["-g", "all-groups"])
+def test_one_broker_hung_consumer_progress_answers_for_the_live_one(down: OneDown, one_group: bool) -> None:
+    """consumerProgress (one group, all groups) shows the live broker's figures and names the
+    hung one; --partial accepts that; a few timeouts in all, never one per group."""
+    for partial, code in ((False, 1), (True, 0)):
+        args = ("consumerProgress", *(("-g", DN_GROUP) if one_group else ()), "--json")
+        started = time.monotonic()
+        res = run(down.cluster, down.home, *args, *(["--partial"] if partial else []), timeout="1")
+        assert time.monotonic() - started < 30
+        assert res.code == code, (res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "broker-b did not answer" in lines[0] and down.hung_addr in lines[0], res.stderr
+        doc = res.json()
+        assert [m["broker"] for m in doc["missing_brokers"]] == ["broker-b"]
+        if one_group:
+            mine = [(q["broker"], q["consumer_offset"]) for q in doc["queues"] if q["topic"] == DN_TOPIC]
+            assert mine == [("broker-a", DN_COMMITTED)] * DN_QUEUES, doc
+            assert {q["broker"] for q in doc["queues"]} == {"broker-a"}
+        else:
+            assert DN_GROUP in {g["group"] for g in doc["groups"]}, doc
 
 
 def test_one_broker_hung_reset_changes_nothing(down: OneDown, tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
-"""The mock broker answers as a real broker of its version would (protocol doc §5)."""
+"""The mock broker answers as a real broker of its version would: offset queries, the time
+search, resets and consume stats differ between 4.x, 5.0-5.1 and 5.2+ (broker:
+ConsumerManageProcessor.java, AdminBrokerProcessor.java; store: ConsumeQueue.java)."""
 
 from __future__ import annotations
 

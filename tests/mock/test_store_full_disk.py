@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mqadmin.message import MAGIC_BLANK, decode_message
+from mqadmin.mock import commitlog as commitlog_module
 from mqadmin.mock import store as store_module
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.server import MockServer
@@ -25,7 +26,7 @@ from mqadmin.mock.store import BrokerStore, StoreWriteFailed
 from mqadmin.model import Message
 from mqadmin.protocol.codec import FLAG_ONEWAY, RemotingCommand
 from mqadmin.protocol.codes import RequestCode, ResponseCode
-from tests.mock.test_server import RawClient, send_v2
+from tests.mock.server.wire import RawClient, send_v2
 
 FILE_SIZE = 16 * 1024
 
@@ -49,7 +50,7 @@ class Disk:
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
     fault = Disk()
-    monkeypatch.setattr(store_module, "_os_write", fault.write)
+    monkeypatch.setattr(commitlog_module, "_os_write", fault.write)
     return fault
 
 

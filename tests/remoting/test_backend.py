@@ -368,6 +368,43 @@ def test_consume_stats_failure_names_the_broker(cluster: Cluster) -> None:
     assert info.value.code == ResponseCode.SYSTEM_ERROR and info.value.addr == cluster.b.addr
 
 
+def test_consume_stats_partial_names_the_unreachable_broker(cluster: Cluster) -> None:
+    """partial=True: the brokers that answer, and the one that cannot be reached named; a broker
+    that answers with an error, or no broker answering, still fails the call."""
+    cluster.route("%RETRY%g", (cluster.a, 1, 6), (cluster.b, 1, 6))
+    cluster.a.on(RequestCode.GET_CONSUME_STATS, lambda c: ok(c, stats_body("broker-a", [("T", 0, 5, 1, 0, 1)])))
+    cluster.b.close()
+    stats = cluster.admin.consume_stats("g", partial=True)
+    assert list(stats.offsets) == [MessageQueue("T", "broker-a", 0)]
+    assert list(stats.missing_brokers) == ["broker-b"] and cluster.b.addr in stats.missing_brokers["broker-b"]
+    with pytest.raises(errors.ConnectError, match=cluster.b.addr):
+        cluster.admin.consume_stats("g")
+    cluster.a.on(RequestCode.GET_CONSUME_STATS, fail(ResponseCode.SYSTEM_ERROR, "oops"))
+    with pytest.raises(errors.BrokerError):
+        cluster.admin.consume_stats("g", partial=True)
+    cluster.a.close()
+    with pytest.raises(errors.ConnectError):
+        cluster.admin.consume_stats("g", partial=True)
+
+
+def test_consume_stats_all_asks_an_unreachable_broker_once(cluster: Cluster) -> None:
+    """A broker that cannot be reached is not asked again per group: named in every group's
+    missing_brokers with partial=True, else every group's answer is its error."""
+    for g in ("g1", "g2", "g3"):
+        cluster.route(f"%RETRY%{g}", (cluster.a, 1, 6), (cluster.b, 1, 6))
+    cluster.a.on(RequestCode.GET_BROKER_CONSUME_STATS, lambda c: ok(c, BROKER_STATS_A))
+    cluster.b.close()
+    stats = cluster.admin.consume_stats_all(["g1", "g2", "g3"], partial=True)
+    for g in ("g1", "g2", "g3"):
+        one = stats[g]
+        assert isinstance(one, ConsumeStats) and list(one.missing_brokers) == ["broker-b"], one
+    g1 = stats["g1"]
+    assert isinstance(g1, ConsumeStats) and {mq.broker_name for mq in g1.offsets} == {"broker-a"}
+    assert not cluster.a.sent(RequestCode.GET_CONSUME_STATS)
+    whole = cluster.admin.consume_stats_all(["g1", "g2"])
+    assert all(isinstance(v, errors.ConnectError) and cluster.b.addr in str(v) for v in whole.values()), whole
+
+
 # A ConsumeStatsList as a 5.3.3 broker writes it for GET_BROKER_CONSUME_STATS (fields sorted, one
 # single-key map per subscription group, queue objects as keys, pullOffset left at 0), and as a
 # 4.9.x broker does (no pullOffset at all). Laid out by hand from ConsumeStatsList/ConsumeStats.

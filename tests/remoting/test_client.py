@@ -7,11 +7,9 @@ order, stay silent, reset, send garbage) and checks what callers see.
 from __future__ import annotations
 
 import logging
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -573,24 +571,6 @@ def test_address_helpers() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # TLS
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1, made with the openssl tool."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl tool is needed to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=mqadmin-test",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )  # fmt: skip
-    return cert, key
 
 
 def test_tls_with_a_private_ca_and_concurrent_callers(certificate: tuple[Path, Path]) -> None:

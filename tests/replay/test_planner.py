@@ -163,3 +163,12 @@ def test_a_plan_read_as_a_group(tmp_path: Path) -> None:
     assert {s.group for s in plan.slices} == {"G"} and {s.group for s in plain.slices} == {None}
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
     assert plan.fingerprint() == plain.fingerprint()
+
+
+def test_expired_at_most_is_the_min_offset_only_when_the_window_starts_at_it() -> None:
+    """Retention deleted offsets [0, min): a window that starts at the min (its begin is not after
+    the oldest message left) may have held any of them; one that starts later held none."""
+    assert QueueRange("a", 0, 275, 300, 275, 300).expired_at_most == 275
+    assert QueueRange("a", 0, 275, 275, 275, 275).expired_at_most == 275  # nothing left at all
+    assert QueueRange("a", 0, 280, 300, 275, 300).expired_at_most == 0
+    assert QueueRange("a", 0, 0, 10, 0, 10).expired_at_most == 0  # nothing deleted

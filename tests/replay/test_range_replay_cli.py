@@ -486,3 +486,74 @@ def test_local_engine_will_not_write_over_a_folder(store: str, tmp_path: Path, c
     )
     r = cli(*args, "--overwrite")
     assert r.code == 2 and "is a directory" in r.stderr
+
+
+@pytest.fixture
+def expired(tmp_path: Path) -> tuple[str, dict[int, tuple[int, int, int]]]:
+    """A stopped broker's store whose two oldest commit-log files retention deleted: each queue's
+    min offset is above 0. Returns its address and, per queue id, (min, max, oldest store time)."""
+    root = tmp_path / "s"
+    cluster = MockCluster.create(root, ("broker-a",), commitlog_file_size=8192)
+    fill_topic(cluster, "T", 200, T0, T0 + 200_000, queues_per_broker=2)
+    cluster.close()
+    for f in sorted((root / "broker-a" / "commitlog").iterdir())[:2]:
+        f.unlink()
+    address = f"store://{root}"
+    admin = connect(address)
+    try:
+        queues = admin.topic_route("T").message_queues()
+        bounds = {
+            mq.queue_id: (admin.min_offset(mq), admin.max_offset(mq), admin.earliest_store_time(mq)) for mq in queues
+        }
+    finally:
+        admin.close()
+    assert all(0 < lo < hi for lo, hi, _ in bounds.values())
+    return address, bounds
+
+
+def test_window_before_retention_says_how_many_messages_may_be_gone(
+    expired: tuple[str, dict[int, tuple[int, int, int]]], tmp_path: Path, cli: Run
+) -> None:
+    address, bounds = expired
+    out = tmp_path / "r.jsonl"
+    r = cli("rangeReplay", "-n", address, "-t", "T", "-b", str(T0 - 1000), "--to", f"jsonl:{out}", "--json")
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["written"] == sum(hi - lo for lo, hi, _ in bounds.values())  # what is left is replayed
+    assert doc["expired_at_most"] == sum(lo for lo, _, _ in bounds.values())
+    for q in doc["queues"]:
+        lo, _, oldest = bounds[q["queue_id"]]
+        assert (q["start_offset"], q["expired_at_most"], q["oldest_left"]) == (lo, lo, oldest)
+        assert f"broker-a queue {q['queue_id']}: the window starts before the oldest message left (" in "\n".join(
+            doc["notes"]
+        )
+        assert f"up to {lo} message(s) before offset {lo} are gone (messages expired)" in "\n".join(doc["notes"])
+    # the summary of a replay to stdout goes to stderr, with the same lines
+    r = cli("rangeReplay", "-n", address, "-t", "T", "-b", str(T0 - 1000), "--to", "stdout")
+    assert r.code == 0, r.stderr
+    lo0 = bounds[0][0]
+    assert "broker-a queue 0: the window starts before the oldest message left" in r.stderr
+    assert f"up to {lo0} message(s) before offset {lo0} are gone (messages expired)" in r.stderr
+    assert "messages expired" not in r.stdout
+
+
+def test_window_from_the_oldest_message_left_on_says_what_may_be_gone(
+    expired: tuple[str, dict[int, tuple[int, int, int]]], cli: Run
+) -> None:
+    address, bounds = expired
+    begin = max(oldest for _, _, oldest in bounds.values()) + 1
+    r = cli("rangeReplay", "-n", address, "-t", "T", "-b", str(begin), "--dry-run", "--json")
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["expired_at_most"] == 0
+    assert all(q["expired_at_most"] == 0 and q["oldest_left"] is None for q in doc["queues"])
+    assert not any("expired" in n for n in doc["notes"])
+    # a window that starts in the oldest message's millisecond may hold deleted ones of that millisecond
+    (lo0, _, oldest0), oldest1 = bounds[0], bounds[1][2]
+    assert oldest0 < oldest1
+    r = cli("rangeReplay", "-n", address, "-t", "T", "-b", str(oldest0), "--dry-run", "--json")
+    assert r.code == 0, r.stderr
+    notes = "\n".join(json.loads(r.stdout)["notes"])
+    assert "broker-a queue 0: the window starts at the oldest message left" in notes
+    assert "broker-a queue 1: the window starts before the oldest message left" in notes
+    assert f"up to {lo0} message(s) before offset {lo0} are gone" in notes

@@ -135,7 +135,7 @@ def test_each_slice_stops_at_its_own_first_match(spark: Any, store: str) -> None
     try:
         queues = admin.topic_route("Born").message_queues()
         slices = scan_slices([(mq, admin.min_offset(mq), admin.max_offset(mq)) for mq in queues], 5)
-        hits = jobs.first_matches(spark, store, slices, field, TS)
+        hits = jobs.first_matches(spark, jobs.ConnectSpec(store), slices, field, TS)
         assert len(hits) == len(slices) == 4 * PER_QUEUE // 5
         want = {mq: first_match_in_order(admin, [s for s in slices if s.mq == mq], field, TS) for mq in queues}
     finally:

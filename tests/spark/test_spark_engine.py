@@ -152,7 +152,7 @@ def test_executors_send_when_they_can_reach_the_broker(spark: Any, store: str) -
     finally:
         admin.close()
     flt = MessageFilter(plan.begin, plan.end)
-    got = jobs.send(spark, plan.slices, store, flt, "topic", "CopyExec").collect()
+    got = jobs.send(spark, plan.slices, jobs.ConnectSpec(store), flt, "topic", "CopyExec").collect()
     assert [(i, s["written"]) for i, s in got] == [(0, plan.total)]
     admin = connect(store, read_only=True)
     try:
@@ -196,7 +196,7 @@ def test_bulk_search_matches_the_broker(spark: Any, store: str) -> None:
         want = [admin.search_offset(connect_mq(q), q[3]) for q in queries]
     finally:
         admin.close()
-    got = jobs.bulk_search(spark, store, queries)
+    got = jobs.bulk_search(spark, jobs.ConnectSpec(store), queries)
     assert [g[:4] for g in got] == queries and [g[4] for g in got] == want
 
 

@@ -112,6 +112,8 @@ class Connection:
         self.scheduled = False
         #: reading stops while too many requests wait (the peer then feels TCP back-pressure)
         self.paused = False
+        #: dropped for leaving its replies unread: its memory goes back to the system once released
+        self.cut = False
         self._transport: Plain | None = None
         self.lock = threading.Lock()
         self._outbox: deque[bytes] = deque()
@@ -159,8 +161,8 @@ class Connection:
 
     def _cut(self) -> None:
         log.warning("dropping %s: %d bytes of replies left unread", self.peer, self._queued)
+        self.cut = True
         self.close()
-        self.loop.release_memory()
 
     @property
     def wants_write(self) -> bool:

@@ -263,8 +263,11 @@ class IoLoop:
         with self._conns_lock:
             if conn not in self.conns:
                 return
-            self.conns.discard(conn)
         conn.release()
+        if conn.cut:
+            self.release_memory()  # after the release: only now is its outbox freed
+        with self._conns_lock:  # last: a connection no longer listed holds no memory
+            self.conns.discard(conn)
         if conn.registrations:
             self.server.submit(lambda: self.server.connection_closed(conn))
 

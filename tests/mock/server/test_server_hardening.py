@@ -1,7 +1,7 @@
 """The mock broker server against hostile input and scarce resources: names that would leave the
 store, header fields out of range, fuzzed frames, idle and greedy peers, too few file descriptors.
 
-Raw frames only, as in test_server.py, whose client and fixtures these tests share.
+Raw frames only (tests/mock/server/wire.py), with the fixtures of this folder's conftest.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from mqadmin import fastjson
 from mqadmin.mock.server import MAX_QUEUE_NUMS, MockServer
 from mqadmin.protocol.codec import BadFrame, FrameDecoder, RemotingCommand, encode
 from mqadmin.protocol.codes import RequestCode, ResponseCode
-from tests.mock import test_server as _base
-from tests.mock.test_server import GROUP, TOPIC, Clients, RawClient, Serve, send_v2
+from tests.mock.server import wire
+from tests.mock.server.wire import GROUP, TOPIC, Clients, RawClient, Serve, send_v2
 from tests.support.fuzz import codec_inputs, nasty_frame
 
 pytestmark = pytest.mark.integration
 
-# test_server.py's fixtures: a started server over a fresh store, and raw clients closed after the test
-serve = _base.serve
-clients = _base.clients
+# the fixtures of wire.py: a started server over a fresh store, raw clients closed after the test
+serve = wire.serve
+clients = wire.clients
 
 ESCAPES = ("x/../../../../escaped_by_name", "../escaped_by_name", "..", ".", "a\\..\\escaped_by_name", "")
 
