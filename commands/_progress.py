@@ -17,6 +17,22 @@ CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSU
 #: format strings so --output java can be checked against them by eye
 JAVA_GROUPS_HEAD = "%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s"
 JAVA_GROUPS_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d"
+#: ``-g``: (5.x layout?, -s true?) -> (header, row); 4.x has no #Inflight, -s true adds #Client IP
+JAVA_QUEUE_LAYOUTS = {
+    (True, False): (
+        "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s",
+        "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s",
+    ),
+    (True, True): (
+        "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s %-20s%s",
+        "%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d %-20d %s",
+    ),
+    (False, False): ("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s", "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s"),
+    (False, True): (
+        "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s",
+        "%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s",
+    ),
+}
 
 
 @dataclass
@@ -30,6 +46,8 @@ class ProgressRow:
     last_timestamp: int
     #: age of the oldest unconsumed message: 0 when caught up, None when it cannot be read
     lag_time_ms: int | None
+    #: -s true: the IP of the client holding the queue now (None: no client holds it)
+    client_ip: str | None = None
 
     @property
     def diff(self) -> int:
@@ -53,6 +71,8 @@ class GroupProgress(ResultBase):
     extra: ProgressExtra | None = None
     #: --watch: each queue's Diff at the previous refresh
     previous: dict[tuple[str, str, int], int] | None = None
+    #: -s true: each row's client_ip is shown (the Java tool's #Client IP column)
+    show_client_ip: bool = False
     #: brokers that did not answer (name -> why): the queues and totals are the others'
     missing_brokers: dict[str, str] = field(default_factory=dict)
 
@@ -71,20 +91,16 @@ class GroupProgress(ResultBase):
     def java_text(self) -> str:
         """The Java tool's ``consumerProgress -g`` text (4.x layout on 4.x brokers, else 5.x)."""
         v5 = self.extra is None or self.extra.v5
-        if v5:
-            head = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s"
-            row = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s"
-            names: tuple[str, ...] = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
-            names += ("#Diff", "#Inflight")
-        else:
-            head = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s"
-            row = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s"
-            names = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff")
+        head, row = JAVA_QUEUE_LAYOUTS[(v5, self.show_client_ip)]
+        names: tuple[str, ...] = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
+        names += ("#Client IP",) if self.show_client_ip else ()
+        names += ("#Diff", "#Inflight") if v5 else ("#Diff",)
         lines = [head % (*names, "#LastTime")]
         for q in self.queues:
             last = format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A"
-            values = (q.topic[:64], q.broker[:32], q.queue_id, q.broker_offset, q.consumer_offset, q.diff)
-            lines.append(row % (*values, *((q.inflight,) if v5 else ()), last))
+            values: tuple[object, ...] = (q.topic[:64], q.broker[:32], q.queue_id, q.broker_offset, q.consumer_offset)
+            values += (q.client_ip or "N/A",) if self.show_client_ip else ()
+            lines.append(row % (*values, q.diff, *((q.inflight,) if v5 else ()), last))
         lines += ["", f"Consume TPS: {self.tps:.2f}"]
         if v5:
             lines += [
@@ -130,6 +146,7 @@ class GroupProgress(ResultBase):
                     "inflight": q.inflight,
                     **time_fields("last_timestamp", q.last_timestamp or None, self.tz),
                     "lag_time_ms": q.lag_time_ms,
+                    **({"client_ip": q.client_ip} if self.show_client_ip else {}),
                     **({"diff_change": self._change(q)} if self.previous is not None else {}),
                 }
                 for q in self.queues
@@ -137,15 +154,13 @@ class GroupProgress(ResultBase):
         }
 
     def table(self) -> Table:
-        columns = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "Inflight"]
-        columns += ["LastTime", "Lag Time"] + (["Change"] if self.previous is not None else [])
+        ip = self.show_client_ip
+        columns = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset"] + (["Client IP"] if ip else [])
+        columns += ["Diff", "Inflight", "LastTime", "Lag Time"] + (["Change"] if self.previous is not None else [])
         rows = [
-            [
-                q.topic,
-                q.broker,
-                q.queue_id,
-                q.broker_offset,
-                q.consumer_offset,
+            [q.topic, q.broker, q.queue_id, q.broker_offset, q.consumer_offset]
+            + ([q.client_ip or "N/A"] if ip else [])
+            + [
                 q.diff,
                 q.inflight,
                 format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",

@@ -14,7 +14,7 @@ from mqadmin.commands._common import (
     open_admin,
     store_time_at,
 )
-from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC
+from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC, parse_bool
 from mqadmin.commands._progress import (
     CONSUME_TYPES,
     AllGroupsProgress,
@@ -44,16 +44,22 @@ class ConsumerProgressParams:
     local_store: str | None
     max_lag: int | None
     max_lag_time: str | None
-    partial: bool = False
+    show_client_ip: str | None
+    partial: bool
 
     def __post_init__(self) -> None:
         self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)
         if self.max_lag is not None and self.max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
+        self.show_ip  # noqa: B018 (-s takes true or false only: a usage error here)
         if self.partial and self.local_store:
             raise errors.UsageError(
                 "--partial is about brokers that do not answer; --local-store reads no broker's offsets"
             )
+
+    @property
+    def show_ip(self) -> bool:
+        return parse_bool(self.show_client_ip, "-s/--showClientIP") if self.show_client_ip else False
 
     @property
     def max_lag_time_ms(self) -> int | None:
@@ -82,6 +88,15 @@ class ConsumerProgressCommand(SubCommand):
         GROUP,
         TOPIC,
         LOCAL_STORE,
+        Opt(
+            "show_client_ip",
+            ("-s", "--showClientIP"),
+            "true: with -g, a Client IP column: which client holds each queue now, as the client itself "
+            "reports (the broker asks each online client); N/A when none does. As the Java tool's -s, but only "
+            "true and false are accepted and a client that cannot be asked is named on stderr instead of "
+            "leaving every later client out",
+            metavar="true|false",
+        ),
         Opt(
             "max_lag", ("--max-lag",), "Check: exit 3 if a group's Diff Total exceeds N messages", kind=int, metavar="N"
         ),
@@ -125,13 +140,18 @@ class ConsumerProgressCommand(SubCommand):
         max_lag: int | None = params.max_lag
         max_lag_time = params.max_lag_time_ms
         group: str | None = params.group
+        show_ip = params.show_ip
         if params.local_store:
             if ctx.output in ("java", "prometheus"):
                 raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
+            if show_ip:
+                raise errors.UsageError("-s/--showClientIP asks the online clients; it has no --local-store form")
             return local_progress(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
         admin = open_admin(ctx)
         if group:
             result = self._one_group(ctx, group, params.topic)
+            if show_ip:
+                _add_client_ips(ctx, result)
             if ctx.output in ("java", "prometheus"):
                 result.extra = _extra(ctx, group)
             breaches = breaches_of(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
@@ -247,6 +267,31 @@ def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:
         w.last_timestamp,
         queue_lag_ms(ctx, mq, w),
     )
+
+
+def _add_client_ips(ctx: Context, result: GroupProgress) -> None:
+    """Each queue's owner, as the Java tool learns it: every online client reports the queues it
+    holds (its running info's mqTable); the owner's IP is its client id up to the first @."""
+    result.show_client_ip = True
+    admin = ctx.admin()
+    try:
+        clients = [c.client_id for c in admin.consumer_connections(result.group).connections]
+    except errors.ConsumerNotOnline:
+        return
+    except errors.MqadminError as exc:  # a display column: the offsets are still worth showing
+        ctx.env.warn(f"Client IP left out: the group's clients could not be listed ({exc})")
+        return
+
+    def held(client_id: str) -> frozenset[MessageQueue]:
+        try:
+            return admin.consumer_running_queues(result.group, client_id)
+        except errors.MqadminError as exc:
+            ctx.env.warn(f"client {client_id}: its queues could not be read ({exc})")
+            return frozenset()
+
+    owners = {mq: cid.split("@")[0] for cid, mqs in zip(clients, fan_out(held, clients), strict=True) for mq in mqs}
+    for q in result.queues:
+        q.client_ip = owners.get(MessageQueue(q.topic, q.broker, q.queue_id))
 
 
 def _online_or_unknown(ctx: Context, group: str, topic: str | None) -> None:

@@ -68,6 +68,7 @@ class Admin(Protocol):
     def consumer_connections_all(
         self, groups: Sequence[str]
     ) -> dict[str, ConsumerConnection | errors.MqadminError]: ...
+    def consumer_running_queues(self, group: str, client_id: str) -> frozenset[MessageQueue]: ...
 
     # reset
     def reset_offset_by_time(

@@ -223,6 +223,10 @@ class MockAdmin:
         """Each group's ``consumer_connections`` (or the error it raises)."""
         return _each(self.consumer_connections, groups)
 
+    def consumer_running_queues(self, group: str, client_id: str) -> frozenset[MessageQueue]:
+        """Nothing: a client recorded here has no connection to be asked over (nor offline)."""
+        return frozenset()
+
     # reset
     def reset_offset_by_time(
         self,

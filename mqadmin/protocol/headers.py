@@ -27,6 +27,7 @@ __all__ = [
     "BrokerConsumeStatsHeader",
     "ConsumeStatsHeader",
     "ConsumerGroupHeader",
+    "ConsumerRunningInfoHeader",
     "ConsumerSendMsgBackHeader",
     "CreateTopicHeader",
     "Header",
@@ -240,6 +241,16 @@ class ConsumerGroupHeader(Header):
 
     CODES = (RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_CONSUMER_LIST_BY_GROUP)
     consumerGroup: str = java_string()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConsumerRunningInfoHeader(Header):
+    """GetConsumerRunningInfoRequestHeader: the broker forwards it, unchanged, to the client."""
+
+    CODES = (RequestCode.GET_CONSUMER_RUNNING_INFO,)
+    consumerGroup: str = java_string()
+    clientId: str = java_string()
+    jstackEnable: bool | None = java_boolean(None)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -54,6 +54,8 @@ class MQVersion(enum.IntEnum):
     V3_0_6_SNAPSHOT = ORDINALS["V3_0_6_SNAPSHOT"]
     # Brokers refuse consumer pushes (reset, status) to clients older than this.
     V3_0_7_SNAPSHOT = ORDINALS["V3_0_7_SNAPSHOT"]
+    # Brokers refuse to forward admin requests (GET_CONSUMER_RUNNING_INFO) to clients older than this.
+    V3_1_8_SNAPSHOT = ORDINALS["V3_1_8_SNAPSHOT"]
     # ali-ons hard-codes this; CONSUMER_SEND_MSG_BACK honours maxReconsumeTimes from here.
     V3_4_9 = ORDINALS["V3_4_9"]
     # Sent by rocketmq-client-cpp, hence rocketmq-client-python.

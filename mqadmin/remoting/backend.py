@@ -31,6 +31,7 @@ from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.protocol.headers import (
     BrokerConsumeStatsHeader,
     ConsumerGroupHeader,
+    ConsumerRunningInfoHeader,
     ConsumeStatsHeader,
     MaxOffsetHeader,
     QueryConsumerOffsetHeader,
@@ -348,6 +349,18 @@ class RemotingAdmin(MessageSession):
             except errors.MqadminError as exc:
                 out[group] = exc
         return out
+
+    def consumer_running_queues(self, group: str, client_id: str) -> frozenset[MessageQueue]:
+        """The queues a client of ``group`` holds now: the mqTable of its ConsumerRunningInfo,
+        which the broker asks the client for over the client's own connection. Asked of the
+        first broker of the group's route, as the Java tool does (tools: DefaultMQAdminExtImpl.java,
+        getConsumerRunningInfo)."""
+        brokers = [b for b in self._group_brokers(group, None) if b.addrs]
+        if not brokers:
+            raise errors.ConsumerNotOnline(f"the consumer group[{group}] not online")
+        addr = self._read_addr(brokers[0])
+        request = ConsumerRunningInfoHeader(consumerGroup=group, clientId=client_id, jstackEnable=False).request()
+        return replies.running_queues(addr, self._broker_call(addr, request, idempotent=True))
 
     # -- reset ------------------------------------------------------------------------------
 

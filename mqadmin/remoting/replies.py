@@ -217,6 +217,16 @@ def broker_consume_stats(
         raise MalformedReply(f"unexpected broker consume stats from {addr}: {exc!r}", addr) from None
 
 
+def running_queues(addr: str, reply: RemotingCommand) -> frozenset[MessageQueue]:
+    """GET_CONSUMER_RUNNING_INFO: the queues of the ConsumerRunningInfo's mqTable (keyed by queue
+    objects; client: ConsumerRunningInfo.java)."""
+    try:
+        data = fastjson.loads_queue_keyed(reply.body)
+        return frozenset(fastjson.mq_table(data.get("mqTable") or {}))
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise MalformedReply(f"unexpected consumer running info from {addr}: {exc!r}", addr) from None
+
+
 def merge_connections(bodies: list[dict[str, Any]]) -> ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST bodies of several brokers as one group's connections."""
     clients: dict[str, ClientConnection] = {}

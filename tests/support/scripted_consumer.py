@@ -6,6 +6,9 @@ pushes a reset (RESET_CONSUMER_CLIENT_OFFSET), commits the reset offsets after `
 of each queue and commits that, as a fast consumer does. ``kind="pull"`` behaves as a
 DefaultLitePullConsumer: it heartbeats as CONSUME_ACTIVELY, ignores pushed resets and commits the
 offsets it keeps itself every ``commit_interval_s``, which undoes a reset written to the broker.
+Asked for its running info (GET_CONSUMER_RUNNING_INFO, forwarded by the broker) it answers with a
+ConsumerRunningInfo whose mqTable holds ``owned`` (default: every queue of the topic), or not at
+all with ``answers_running_info=False`` (a hung client).
 Every thread is a daemon and stops on ``close()``; every wait is bounded.
 """
 
@@ -36,18 +39,24 @@ class ScriptedConsumer:
         commit_interval_s: float = 0.5,
         apply_delay_s: float | dict[str, float] = 0.5,
         hold_s: float = 0.3,
+        owned: list[MessageQueue] | None = None,
+        answers_running_info: bool = True,
     ) -> None:
         self.group, self.topic, self.kind, self.client_id = group, topic, kind, client_id
         self.commit_interval_s, self.apply_delay_s, self.hold_s = commit_interval_s, apply_delay_s, hold_s
         self.admin = RemotingAdmin(namesrv, timeout=5)
         self.client = RemotingClient(namesrv, timeout=5)
         self.queues = self.admin.topic_route(topic).message_queues()
+        self.owned = list(self.queues if owned is None else owned)
+        self.answers_running_info = answers_running_info
+        self.running_info_asked = threading.Event()
         #: the offsets this consumer keeps itself (what it commits)
         self.offsets: dict[MessageQueue, int] = {mq: self.admin.consumer_offset(group, mq) or 0 for mq in self.queues}
         self.resets: list[dict[MessageQueue, int]] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.client.register_handler(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset)
+        self.client.register_handler(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
         self._brokers = sorted({self.admin._broker_addr(mq.broker_name) for mq in self.queues})
         self._heartbeat()
         self._threads = [threading.Thread(target=self._loop, daemon=True)]
@@ -90,6 +99,24 @@ class ScriptedConsumer:
         if self.kind == "push":
             threading.Thread(target=self._take, args=(table,), daemon=True).start()
         return None
+
+    def _on_running_info(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        """ConsumerRunningInfo as the Java client writes it: mqTable keyed by queue objects."""
+        self.running_info_asked.set()
+        if not self.answers_running_info:
+            return None  # no answer at all: the broker's wait runs out
+        with self._lock:
+            table = {
+                mq: {"cachedMsgCount": 0, "commitOffset": self.offsets.get(mq, 0), "droped": False, "locked": False}
+                for mq in self.owned
+            }
+        info = {
+            "mqTable": table,
+            "properties": {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMER_START_TIMESTAMP": "0"},
+            "statusTable": {},
+            "subscriptionSet": [{"subString": "*", "topic": self.topic}],
+        }
+        return cmd.reply(body=fastjson.dumps(info).encode())
 
     def _take(self, table: dict[MessageQueue, int]) -> None:
         delay = self.apply_delay_s

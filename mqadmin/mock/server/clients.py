@@ -17,7 +17,7 @@ from mqadmin.protocol import versions
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode, version_name
 from mqadmin.protocol.constants import EXPRESSION_TAG, SUBSCRIBE_ALL
-from mqadmin.protocol.headers import ConsumerGroupHeader, UnregisterClientHeader
+from mqadmin.protocol.headers import ConsumerGroupHeader, ConsumerRunningInfoHeader, UnregisterClientHeader
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -248,6 +248,33 @@ def _reset_pusher(
         log.info("pushed a reset of %s/%s to %s", topic, group, client_id)
 
     return push
+
+
+def running_info(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """GET_CONSUMER_RUNNING_INFO: forwarded to the client over its own connection, its answer
+    relayed as it is (broker: AdminBrokerProcessor.java, callConsumer)."""
+    header = ConsumerRunningInfoHeader.parse(req)
+    group, client_id = header.consumerGroup, header.clientId
+    with role.lock:
+        client = next((c for c in role.broker.online_clients(group) if c.client_id == client_id), None)
+    target = role.server.client_connection(role.name, group, client_id)
+    if client is None or target is None:
+        raise bad(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+    if client.version < MQVersion.V3_1_8_SNAPSHOT:
+        raise bad(
+            ResponseCode.SYSTEM_ERROR,
+            f"The Consumer <{client_id}> Version <{version_name(client.version)}> too low to finish, "
+            "please upgrade it to V3_1_8_SNAPSHOT",
+        )
+    try:
+        answer = role.server.call_client(target, req.code, req.ext_fields, req.body)
+    except TimeoutError as exc:
+        raise bad(ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}") from None
+    except ConnectionError as exc:
+        raise bad(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {exc}") from None
+    relayed = req.reply(answer.code, answer.remark, answer.ext_fields, answer.body, version=answer.version)
+    relayed.language = answer.language
+    return relayed
 
 
 # -- heartbeat bodies --------------------------------------------------------------------------

@@ -43,6 +43,10 @@ WILDCARD_BINDS: Final = frozenset({"", "0.0.0.0", "::"})
 #: the broker persists consumer offsets every 5 s (flushConsumerOffsetInterval); so do we
 FLUSH_INTERVAL_S: Final = 5.0
 JOIN_TIMEOUT_S: Final = 5.0
+#: how long the broker waits for a client's answer to a request it forwards (broker: Broker2Client.java)
+CALL_CLIENT_TIMEOUT_S: Final = 10.0
+#: how often a forwarded call checks whether the client's connection closed meanwhile
+CALL_CLIENT_POLL_S: Final = 0.05
 #: threads handling requests; a connection's requests stay in order (one worker at a time)
 DEFAULT_WORKERS: Final = 8
 #: requests a worker handles for one connection before letting others have a turn
@@ -72,6 +76,15 @@ def _server_ordinal(version: str) -> int:
         return version_ordinal(version)
     except ValueError:
         return int(CURRENT_VERSION)
+
+
+class _Awaited:
+    """One ``call_client`` waiting: set once the client's response arrives."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.done = threading.Event()
+        self.reply: RemotingCommand | None = None
 
 
 class MockServer:
@@ -131,6 +144,9 @@ class MockServer:
         self._stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
         self._opaque = itertools.count(1)
+        #: broker-to-client calls awaiting their answer, by opaque (under _registry_lock)
+        self._awaited: dict[int, _Awaited] = {}
+        self.call_client_timeout = CALL_CLIENT_TIMEOUT_S
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -210,8 +226,11 @@ class MockServer:
         with self._stats_lock:
             self._stats[name] += n
 
-    def request(self, code: int, ext: Mapping[str, object], body: bytes = b"") -> RemotingCommand:
-        """A broker-to-client request, sent oneway as the broker does (broker: Broker2Client.java)."""
+    def request(
+        self, code: int, ext: Mapping[str, object], body: bytes = b"", *, oneway: bool = True
+    ) -> RemotingCommand:
+        """A broker-to-client request, sent oneway as the broker does (broker: Broker2Client.java)
+        unless it is a ``call_client``."""
         return RemotingCommand.request(
             code,
             ext,
@@ -219,13 +238,50 @@ class MockServer:
             opaque=next(self._opaque) & 0x7FFFFFFF,
             version=self.version_ordinal,
             language=LanguageCode.JAVA.name,
-            oneway=True,
+            oneway=oneway,
         )
+
+    def call_client(self, conn: Connection, code: int, ext: Mapping[str, object], body: bytes) -> RemotingCommand:
+        """Send a request to a client over its own connection and wait for its answer, as the
+        broker forwards admin requests (broker: Broker2Client.java, callClient). Raises
+        TimeoutError after ``call_client_timeout``, ConnectionError when the connection closes."""
+        cmd = self.request(code, ext, body, oneway=False)
+        slot = _Awaited(conn)
+        with self._registry_lock:
+            self._awaited[cmd.opaque] = slot
+        try:
+            conn.send(cmd)
+            deadline = time.monotonic() + self.call_client_timeout
+            while not slot.done.wait(CALL_CLIENT_POLL_S):
+                if conn.closed.is_set():
+                    raise ConnectionError(f"the connection to {conn.peer} closed")
+                if time.monotonic() >= deadline:
+                    ms = int(self.call_client_timeout * 1000)
+                    raise TimeoutError(f"wait response on the channel <{conn.peer}> timeout, {ms}(ms)")
+        finally:
+            with self._registry_lock:
+                self._awaited.pop(cmd.opaque, None)
+        assert slot.reply is not None
+        return slot.reply
+
+    def _answered(self, conn: Connection, cmd: RemotingCommand) -> bool:
+        """Hand a client's response to the ``call_client`` awaiting it from that connection;
+        False when none is."""
+        with self._registry_lock:
+            slot = self._awaited.get(cmd.opaque)
+            if slot is None or slot.conn is not conn:
+                return False
+            del self._awaited[cmd.opaque]
+        slot.reply = cmd
+        slot.done.set()
+        return True
 
     # -- the worker pool ---------------------------------------------------------------------
 
     def received(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
-        """Queue decoded requests; the connection goes to a worker unless one has it already."""
+        """Queue decoded requests; the connection goes to a worker unless one has it already.
+        A client's answer to a ``call_client`` is handed over here: a worker is waiting for it."""
+        cmds = [c for c in cmds if not (c.is_response and self._answered(conn, c))]
         if not cmds:
             return
         with conn.lock:
@@ -297,7 +353,7 @@ class MockServer:
     def _dispatch(self, conn: Connection, req: RemotingCommand) -> None:
         """Handle one frame; every failure becomes a reply, never a dropped connection."""
         if req.is_response:
-            return  # we send only oneway requests, so no reply is awaited
+            return  # a late answer to a call_client that gave up, or to a oneway request
         self.count("requests")
         reply = self._handle(conn, req)
         # Reply unless flag bit 1 says oneway. The C++ client encodes its header before setting

@@ -49,6 +49,7 @@ BROKER_HANDLERS: Final[Mapping[int, BrokerHandler]] = {
     RequestCode.GET_CONSUMER_CONNECTION_LIST: clients.consumer_connections,
     RequestCode.LOCK_BATCH_MQ: clients.lock_batch,
     RequestCode.UNLOCK_BATCH_MQ: clients.unlock_batch,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: clients.running_info,
     # admin
     RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.create_group,
