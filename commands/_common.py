@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue, OffsetWrapper, TopicRoute
+from mqadmin.protocol import versions
 from mqadmin.timeparse import format_time
 
 if TYPE_CHECKING:
@@ -50,8 +51,29 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
         rows = {}
     if not rows:
         where = f" for topic {topic!r}" if topic else ""
+        if topic is not None:
+            _refused_topic(admin, group, topic)
         raise errors.UsageError(f"unknown consumer group {group!r}: it has no offsets{where} on any broker")
     return rows
+
+
+def _refused_topic(admin: Admin, group: str, topic: str) -> None:
+    """A broker reports a group's offsets without checking the topic's grant (4.9: GET_CONSUME_STATS
+    is not among the requests its PlainAccessValidator checks; 5.3: the request names no topic),
+    so an account refused the topic sees "no offsets" as an admin would. Ask the broker whether the
+    account may read the topic: a max offset (5.3 checks it), and on 4.x a pull as the group
+    (what 4.9 checks; harmless there, see read_group). A refusal is the error to show."""
+    try:
+        queues = admin.topic_route(topic).message_queues()
+        if queues:
+            admin.max_offset(queues[0])
+        if queues and read_group(admin, group, None) == group:
+            admin.pull(queues[0], 0, 1, group=group)
+    except errors.BrokerError as exc:
+        if exc.permission_denied:
+            raise errors.MqadminError(f"{exc}; group {group!r} shows no offsets for topic {topic!r}") from None
+    except errors.MqadminError:
+        pass  # the offsets are missing whatever this probe meets
 
 
 def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, int]]:
@@ -60,11 +82,35 @@ def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, in
     return [(stats[mq].min_offset, stats[mq].max_offset) for mq in queues]
 
 
-def store_time_at(admin: Admin, mq: MessageQueue, offset: int) -> int | None:
+def read_group(admin: Admin, inspected: str | None, chosen: str | None) -> str | None:
+    """The group messages are read as (None: TOOLS_CONSUMER, as the Java tool reads).
+
+    --consumer-group wins. Otherwise the inspected group (-g) when every broker is 4.x: there a
+    pull without the commit flag, with its own subscription, neither commits nor stores
+    anything for the group (broker: PullMessageProcessor.java), and an account that consumes
+    the group may do it. A 5.x broker does keep something: the pull becomes the group's pull
+    offset and takes over the group's pending server-side reset (broker:
+    ConsumerOffsetManager.queryThenEraseResetOffset), so there the inspected group is read only
+    when asked for, and naming it is refused.
+    """
+    if chosen is None and inspected is None:
+        return None
+    v5 = [b.broker_name for b in admin.cluster_brokers() if not b.version or versions.is_v5(b.version)]
+    if chosen is not None:
+        if chosen == inspected and v5:
+            raise errors.UsageError(
+                f"--consumer-group {chosen} is the group inspected: on a 5.x broker ({v5[0]}) a read as it "
+                "would take over its pending offset reset; name a group of its own for reading"
+            )
+        return chosen
+    return None if v5 else inspected
+
+
+def store_time_at(admin: Admin, mq: MessageQueue, offset: int, group: str | None = None) -> int | None:
     """Store time of the message at ``offset`` (None past the end, when it is gone, or when
-    the broker does not have the topic)."""
+    the broker does not have the topic), read as ``group`` (None: TOOLS_CONSUMER)."""
     try:
-        result = admin.pull(mq, offset, 1)
+        result = admin.pull(mq, offset, 1, group=group)
     except errors.TopicNotExist:
         return None
     for msg in result.messages:

@@ -39,13 +39,15 @@ def locate(
     slice_size: int,
     run: Engine,
     ctx: Context,
+    group: str | None = None,
 ) -> dict[MessageQueue, Where]:
-    """Where ``ts`` lands on every queue (only the bounds without ``ts``)."""
+    """Where ``ts`` lands on every queue (only the bounds without ``ts``); messages are read as
+    ``group`` (None: TOOLS_CONSUMER)."""
     if ts is None:
         return {mq: Where(lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)}
     if not time_field.scans:
-        return _search_store_time(admin, queues, bounds, ts, run, ctx)
-    return _scan(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
+        return _search_store_time(admin, queues, bounds, ts, run, ctx, group)
+    return _scan(admin, queues, bounds, ts, time_field, slice_size, run, ctx, group)
 
 
 def _search_store_time(
@@ -55,6 +57,7 @@ def _search_store_time(
     ts: int,
     run: Engine,
     ctx: Context,
+    group: str | None,
 ) -> dict[MessageQueue, Where]:
     """The broker's own time search, one call per queue, and the store time of the message there."""
     if run.name == "spark":
@@ -67,7 +70,7 @@ def _search_store_time(
 
     def at(item: tuple[MessageQueue, tuple[int, int], int]) -> Where:
         mq, (lo, hi), offset = item
-        st = store_time_at(admin, mq, offset) if lo <= offset < hi else None
+        st = store_time_at(admin, mq, offset, group) if lo <= offset < hi else None
         return Where(lo, hi, offset, st, st)
 
     found = fan_out(at, list(zip(queues, bounds, offsets, strict=True)))
@@ -83,13 +86,14 @@ def _scan(
     slice_size: int,
     run: Engine,
     ctx: Context,
+    group: str | None,
 ) -> dict[MessageQueue, Where]:
     """The first message in queue order whose field is at or after ``ts``, read in slices of
     ``slice_size``; a queue without one lands on its max offset."""
     from mqadmin.replay.planner import Slice
     from mqadmin.replay.search import first_match_in_order, scan_slices
 
-    slices = scan_slices([(mq, lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)], slice_size)
+    slices = scan_slices([(mq, lo, hi) for mq, (lo, hi) in zip(queues, bounds, strict=True)], slice_size, group)
     if run.name == "spark":
         from mqadmin.spark.engine import scan_first_matches
 
@@ -110,18 +114,20 @@ def _scan(
         if hit is None and hi > lo:
             misses.append((mq, lo, hi))
     if time_field.kind == "property":
-        for line in fan_out(lambda miss: _no_property_line(admin, time_field, ts, *miss), misses):
+        for line in fan_out(lambda miss: _no_property_line(admin, time_field, ts, *miss, group), misses):
             if line:
                 ctx.env.warn(line)
     return out
 
 
-def _no_property_line(admin: Admin, field: TimeField, ts: int, mq: MessageQueue, lo: int, hi: int) -> str | None:
+def _no_property_line(
+    admin: Admin, field: TimeField, ts: int, mq: MessageQueue, lo: int, hi: int, group: str | None
+) -> str | None:
     """A scanned queue where no message matched lands on its max offset. When its last message
     lacks the property too, the property is likely misspelt or never set: say so for that queue
     (when the last message has it, the time is simply after the queue's end, as with -s now)."""
     try:
-        last = next((m for m in admin.pull(mq, hi - 1, 1).messages if m.queue_offset == hi - 1), None)
+        last = next((m for m in admin.pull(mq, hi - 1, 1, group=group).messages if m.queue_offset == hi - 1), None)
     except errors.MqadminError:
         last = None
     if last is not None and field.of(last) is not None:

@@ -97,6 +97,26 @@ def require_spark(address: str, master: str) -> None:
     check_master(address, master)
 
 
+#: what --consumer-group says on 5.x, whatever the command's default
+_READ_GROUP_ON_V5 = (
+    "On 5.x a read becomes the group's pull offset and takes over its pending reset: name a group kept "
+    "for reading, not one that consumers use"
+)
+CONSUMER_GROUP = Opt(
+    "consumer_group",
+    ("--consumer-group",),
+    "Read messages as this consumer group; under ACL the account needs SUB on it instead of on "
+    "TOOLS_CONSUMER (mqadmin extension). Default: the group of -g when every broker is 4.x (such a "
+    f"read changes nothing of the group), else TOOLS_CONSUMER, as the Java tool reads. {_READ_GROUP_ON_V5}",
+    metavar="GROUP",
+)
+REPLAY_CONSUMER_GROUP = Opt(
+    "consumer_group",
+    ("--consumer-group",),
+    "Read messages as this consumer group (default TOOLS_CONSUMER, as the Java tool reads); under ACL "
+    f"the account needs SUB on it instead of on TOOLS_CONSUMER (mqadmin extension). {_READ_GROUP_ON_V5}",
+    metavar="GROUP",
+)
 SLICE_SIZE = Opt(
     "slice_size",
     ("--slice-size",),

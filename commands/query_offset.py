@@ -13,6 +13,7 @@ from mqadmin.commands._common import (
     missing_brokers_failure,
     open_admin,
     queue_bounds,
+    read_group,
     route_of,
     silent_brokers,
 )
@@ -20,6 +21,7 @@ from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, ch
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._offset_search import Where, locate
 from mqadmin.commands._options import (
+    CONSUMER_GROUP,
     ENGINE,
     GROUP,
     LOCAL_STORE,
@@ -77,6 +79,7 @@ class QueryOffsetParams(EngineParams):
     time_field: str
     local_store: str | None
     partial: bool
+    consumer_group: str | None
 
     def __post_init__(self) -> None:
         if not self.topics and not self.all_topics:
@@ -182,6 +185,7 @@ class QueryOffsetCommand(SubCommand):
         SPARK_MASTER,
         SPARK_CONF,
         SLICE_SIZE,
+        CONSUMER_GROUP,
         LOCAL_STORE,
         Opt(
             "partial",
@@ -230,7 +234,8 @@ class QueryOffsetCommand(SubCommand):
         if bounds is None:
             bounds = queue_bounds(admin, queues)
         run = choose_engine(ctx, params, _work(ts, time_field, queues, bounds))
-        where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx)
+        reader = read_group(admin, pairs[0][1] if len(pairs) == 1 else None, params.consumer_group) if ts else None
+        where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx, reader)
         results = [
             self._result(ctx, t, g, ts, time_field, run.name, queues, where, consumer.get(g, {}) if g else {})
             for t, g in pairs

@@ -11,6 +11,7 @@ from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
     DRY_RUN,
     ENGINE,
+    REPLAY_CONSUMER_GROUP,
     SLICE_SIZE,
     SPARK_CONF,
     SPARK_MASTER,
@@ -68,7 +69,8 @@ class RangeReplayParams(EngineParams):
     yes: bool
     overwrite: bool
     checkpoint: str | None
-    partial: bool = False
+    partial: bool
+    consumer_group: str | None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression
@@ -171,6 +173,7 @@ class RangeReplayCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        REPLAY_CONSUMER_GROUP,
     )
 
     params_type = RangeReplayParams
@@ -285,7 +288,7 @@ def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> tupl
 
     queues = select_queues(route_of(admin, params.topic).message_queues(), _csv(params.broker), params.queue_ids)
     try:
-        return plan_window(admin, queues, begin, end, slice_size=params.slice_size), {}
+        return plan_window(admin, queues, begin, end, slice_size=params.slice_size, group=params.consumer_group), {}
     except errors.ConnectError:
         if params.checkpoint or params.engine == "spark":
             raise
@@ -293,7 +296,7 @@ def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> tupl
         if not missing or len(missing) == len({q.broker_name for q in queues}):
             raise
     live = [q for q in queues if q.broker_name not in missing]
-    return plan_window(admin, live, begin, end, slice_size=params.slice_size), missing
+    return plan_window(admin, live, begin, end, slice_size=params.slice_size, group=params.consumer_group), missing
 
 
 def _note_missing(ctx: Context, result: RangeReplayResult, missing: dict[str, str], partial: bool) -> None:

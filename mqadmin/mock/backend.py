@@ -250,7 +250,8 @@ class MockAdmin:
         return out
 
     # messages
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> PullResult:
+        """``group`` is accepted and not checked: the embedded mock has no ACL."""
         self._check(mq.topic)
         broker = self._broker(mq.broker_name)
         if broker.topic_config(mq.topic) is None:  # as a broker answers PULL_MESSAGE
@@ -261,7 +262,7 @@ class MockAdmin:
             m.broker_name = mq.broker_name
         return PullResult(outcome.status, outcome.next_begin_offset, outcome.min_offset, outcome.max_offset, messages)
 
-    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> _LazyPull:
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> _LazyPull:
         """``pull`` with the records left encoded (views of the store's files), run when its
         result is asked for: in process there is no round trip to overlap."""
         return _LazyPull(self, mq, offset, max_nums)

@@ -39,14 +39,15 @@ SEND_ROUTE_TTL_S: Final = 30.0
 class MessageSession(BrokerSession):
     """The message calls of the admin facade, over a :class:`BrokerSession`."""
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
-        """Read messages as the Java tool does: group TOOLS_CONSUMER, no commit, no long poll.
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> PullResult:
+        """Read messages as the Java tool does: group TOOLS_CONSUMER (or ``group``), no commit,
+        no long poll.
 
         ``status`` is the broker's store status from the reply's remark (FOUND, NO_MATCHED_MESSAGE,
         OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE, NO_MESSAGE_IN_QUEUE...), as the mock reports it;
         a reply without one gets the Java client's PullStatus name for its code.
         """
-        raw = self.pull_raw(mq, offset, max_nums).result()
+        raw = self.pull_raw(mq, offset, max_nums, group=group).result()
         messages: list[Message] = []
         for body in raw.records:
             try:
@@ -58,12 +59,12 @@ class MessageSession(BrokerSession):
             m.broker_name = mq.broker_name
         return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages)
 
-    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PendingPull:
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> PendingPull:
         """``pull`` sent without waiting, its body left encoded: a replay keeps several in flight
         over the one pipelined connection and decodes each body in bulk."""
         addr = self._broker_addr(mq.broker_name)
         header = PullMessageHeader(
-            consumerGroup=TOOLS_CONSUMER_GROUP,
+            consumerGroup=group or TOOLS_CONSUMER_GROUP,
             topic=mq.topic,
             queueId=mq.queue_id,
             queueOffset=offset,

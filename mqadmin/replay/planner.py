@@ -65,6 +65,8 @@ class Slice:
     queue_id: int
     start: int
     end: int
+    #: the consumer group the slice is read as (None: TOOLS_CONSUMER)
+    group: str | None = None
 
     @property
     def count(self) -> int:
@@ -75,7 +77,10 @@ class Slice:
         return MessageQueue(self.topic, self.broker, self.queue_id)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        if self.group is None:  # plans written before the option read the same
+            del doc["group"]
+        return doc
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Slice:
@@ -86,6 +91,7 @@ class Slice:
             int(doc["queue_id"]),
             int(doc["start"]),
             int(doc["end"]),
+            None if doc.get("group") is None else str(doc["group"]),
         )
 
 
@@ -140,8 +146,12 @@ class Plan:
             raise UsageError(f"corrupt replay plan: missing or bad field {exc}") from None
 
     def fingerprint(self) -> str:
-        """A digest of the plan's content: a checkpoint belongs to exactly one plan."""
-        return digest(self.to_json())
+        """A digest of the plan's content: a checkpoint belongs to exactly one plan (whichever
+        group reads it: a resume may read as another)."""
+        doc = self.to_json()
+        for s in doc["slices"]:
+            s.pop("group", None)
+        return digest(doc)
 
 
 def digest(doc: object) -> str:
@@ -179,8 +189,10 @@ def plan_window(
     end: int,
     *,
     slice_size: int = DEFAULT_SLICE_SIZE,
+    group: str | None = None,
 ) -> Plan:
-    """The exact offset range of ``[begin, end)`` (store time) on each queue, cut into slices."""
+    """The exact offset range of ``[begin, end)`` (store time) on each queue, cut into slices
+    read as ``group`` (None: TOOLS_CONSUMER)."""
     if begin >= end:
         raise UsageError(f"the window is empty: begin ({begin}) must be before end ({end})")
     if slice_size < 1:
@@ -193,7 +205,7 @@ def plan_window(
         lo, hi = admin.min_offset(mq), admin.max_offset(mq)
         if hi <= lo:
             return QueueRange(mq.broker_name, mq.queue_id, lo, lo, lo, hi)
-        probe = _StoreTimes(admin, mq)
+        probe = _StoreTimes(admin, mq, group)
         start = first_at_or_after(probe, begin, admin.search_offset(mq, begin), lo, hi)
         stop = first_at_or_after(probe, end, admin.search_offset(mq, end), max(start, lo), hi)
         return QueueRange(mq.broker_name, mq.queue_id, start, max(stop, start), lo, hi)
@@ -205,29 +217,30 @@ def plan_window(
         with ThreadPoolExecutor(max_workers=min(PLAN_FAN_OUT, len(ordered))) as pool:
             ranges = list(pool.map(one, ordered))
     topic = ordered[0].topic if ordered else ""
-    return Plan(topic, begin, end, tuple(ranges), cut(topic, ranges, slice_size))
+    return Plan(topic, begin, end, tuple(ranges), cut(topic, ranges, slice_size, group))
 
 
-def cut(topic: str, ranges: Sequence[QueueRange], slice_size: int) -> tuple[Slice, ...]:
+def cut(topic: str, ranges: Sequence[QueueRange], slice_size: int, group: str | None = None) -> tuple[Slice, ...]:
     """Slices of at most ``slice_size`` offsets, in output order: by queue, then offset."""
     out: list[Slice] = []
     for r in sorted(ranges, key=lambda r: (r.broker, r.queue_id)):
         for s in range(r.start, r.end, slice_size):
-            out.append(Slice(len(out), topic, r.broker, r.queue_id, s, min(s + slice_size, r.end)))
+            out.append(Slice(len(out), topic, r.broker, r.queue_id, s, min(s + slice_size, r.end), group))
     return tuple(out)
 
 
 class _StoreTimes:
     """Store time at an offset, by pulling one message; memoised, since bisection re-asks."""
 
-    def __init__(self, admin: Admin, mq: MessageQueue):
+    def __init__(self, admin: Admin, mq: MessageQueue, group: str | None = None):
         self._admin = admin
         self._mq = mq
+        self._group = group
         self._seen: dict[int, int | None] = {}
 
     def __call__(self, offset: int) -> int | None:
         if offset not in self._seen:
-            result = self._admin.pull(self._mq, offset, 1)
+            result = self._admin.pull(self._mq, offset, 1, group=self._group)
             hit = next((m for m in result.messages if m.queue_offset == offset), None)
             self._seen[offset] = None if hit is None else hit.store_timestamp
         return self._seen[offset]

@@ -86,7 +86,9 @@ class FirstMatch:
         return FirstMatch(int(doc["index"]), int(doc["offset"]), int(doc["time"]), int(doc["store_time"]))
 
 
-def scan_slices(queues: Sequence[tuple[MessageQueue, int, int]], slice_size: int) -> tuple[Slice, ...]:
+def scan_slices(
+    queues: Sequence[tuple[MessageQueue, int, int]], slice_size: int, group: str | None = None
+) -> tuple[Slice, ...]:
     """Each queue's whole ``[min, max)`` cut into slices, numbered across every queue (and topic)
     in the order given: what a scan reads, one Spark partition per slice."""
     if slice_size < 1:
@@ -94,7 +96,7 @@ def scan_slices(queues: Sequence[tuple[MessageQueue, int, int]], slice_size: int
     out: list[Slice] = []
     for mq, lo, hi in queues:
         for s in range(lo, hi, slice_size):
-            out.append(Slice(len(out), mq.topic, mq.broker_name, mq.queue_id, s, min(s + slice_size, hi)))
+            out.append(Slice(len(out), mq.topic, mq.broker_name, mq.queue_id, s, min(s + slice_size, hi), group))
     return tuple(out)
 
 

@@ -221,9 +221,13 @@ class SliceScan:
         one pull at a time would; an answer that does not end where the next pull in flight
         begins (a short answer, a retention gap) re-aims the pulls that follow."""
         s, mq, stats = self.slice, self.slice.mq, self.stats
-        pull_raw = getattr(self.admin, "pull_raw", None)
-        if pull_raw is None:  # an Admin without bulk pulls: one Message pull at a time
-            pull_raw = functools.partial(_MessagePull, self.admin)
+        bulk = getattr(self.admin, "pull_raw", None)
+        if bulk is None:  # an Admin without bulk pulls: one Message pull at a time
+            pull_raw: Callable[[MessageQueue, int, int], PendingPull | _MessagePull] = functools.partial(
+                _MessagePull, self.admin, group=s.group
+            )
+        else:
+            pull_raw = functools.partial(bulk, group=s.group)
         step = self.batch
         probing = True  # until a first answer shows the broker's cap, one pull at a time
         in_flight: deque[tuple[int, int, PendingPull | _MessagePull]] = deque()
@@ -279,12 +283,13 @@ def _decode_messages(answer: RawPull) -> list[Message]:
 class _MessagePull:
     """``Admin.pull`` behind the bulk-pull interface, run when its result is asked for."""
 
-    def __init__(self, admin: Admin, mq: MessageQueue, offset: int, max_nums: int):
+    def __init__(self, admin: Admin, mq: MessageQueue, offset: int, max_nums: int, *, group: str | None = None):
         self._args = (admin, mq, offset, max_nums)
+        self._group = group
 
     def result(self) -> PullResult:
         admin, mq, offset, max_nums = self._args
-        return admin.pull(mq, offset, max_nums)
+        return admin.pull(mq, offset, max_nums, group=self._group)
 
 
 def run_slice(

@@ -38,8 +38,11 @@ ADMIN = ("ops_admin", "adminSecret-7f3a9c")
 LEAST = ("ops_least", "leastSecret-91b2e4")
 #: LEAST's grants plus SUB on TOOLS_CONSUMER, the group admin tools read messages as
 READER = ("ops_reader", "readerSecret-5d0c17")
+#: 5.3: LEAST's grants plus SUB on READ_GROUP, a group kept for reading (--consumer-group)
+REPLAYER = ("ops_replayer", "replayerSecret-3e8a50")
+READ_GROUP = "AclReadGroup"
 WRONG = (ADMIN[0], "wrongSecret-000000")
-SECRETS = (ADMIN[1], LEAST[1], READER[1], WRONG[1])
+SECRETS = (ADMIN[1], LEAST[1], READER[1], REPLAYER[1], WRONG[1])
 
 
 @dataclass
@@ -140,6 +143,8 @@ def acl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         if not rb.is_v4(version):
             cluster.create_user(LEAST[0], LEAST[1], LEAST_GRANTS)
             cluster.create_user(READER[0], READER[1], {**LEAST_GRANTS, "Group:TOOLS_CONSUMER": ("Sub",)})
+            cluster.create_group(READ_GROUP)
+            cluster.create_user(REPLAYER[0], REPLAYER[1], {**LEAST_GRANTS, f"Group:{READ_GROUP}": ("Sub",)})
         admin = RemotingAdmin(cluster.namesrv_addr, timeout=10, access_key=ADMIN[0], secret_key=ADMIN[1])
         try:
             for i in range(PER_QUEUE * QUEUES):
@@ -280,9 +285,10 @@ def test_least_privilege_can_reset_and_restore(acl: Acl, tmp_path: Path) -> None
 
 
 def test_least_privilege_reads(acl: Acl, tmp_path: Path) -> None:
-    """Offsets alone need only the group's and topic's grants; anything that reads a message
-    (a store time, the lag time, the replay) does so as TOOLS_CONSUMER and is refused: the lag
-    time of consumerProgress is then left out (null) with one line saying why, the others fail."""
+    """Offsets alone need only the group's and topic's grants. Reading a message (a store time,
+    the lag time, the replay) is done as TOOLS_CONSUMER, except that queryOffset -g G reads as G
+    on 4.x brokers: so on 4.9 queryOffset -s works, on 5.3 it is refused; the lag time of
+    consumerProgress is left out (null) with one line saying why; rangeReplay is refused."""
     reads = _reads(acl, tmp_path)
     res = acl.run(LEAST, *reads["queryOffset(no -s)"])
     assert res.code == 0, res.stderr
@@ -297,10 +303,56 @@ def test_least_privilege_reads(acl: Acl, tmp_path: Path) -> None:
         (line,) = res.stderr.strip().splitlines()
         assert "lag time left out" in line and "TOOLS_CONSUMER" in line, line
         res.assert_no_secret()
-    for name in ("queryOffset", "rangeReplay"):
-        res = acl.run(LEAST, *reads[name])
+    res = acl.run(LEAST, *reads["queryOffset"])
+    if acl.v4:
+        assert res.code == 0, res.stderr
+        assert [q["offset_at_time"] for q in json.loads(res.stdout)["queues"]] == [0] * QUEUES
+    else:
         res.assert_denied()
-        assert "TOOLS_CONSUMER" in res.stderr, (name, res.stderr)
+        assert "TOOLS_CONSUMER" in res.stderr, res.stderr
+    res = acl.run(LEAST, *reads["rangeReplay"])
+    res.assert_denied()
+    assert "TOOLS_CONSUMER" in res.stderr, res.stderr
+
+
+def test_least_privilege_reads_messages_as_a_group_it_may_read(acl: Acl, tmp_path: Path) -> None:
+    """--consumer-group: a born-time search and a replay under a group the account has SUB on.
+    On 4.9 that is the consumer's own group (the default of queryOffset -g), and reading as it
+    leaves its offsets as they were; on 5.3 a group kept for reading, since naming the group
+    inspected is refused there (a read would take over its pending reset)."""
+    keys, reader = (LEAST, GROUP) if acl.v4 else (REPLAYER, READ_GROUP)
+    born = ("queryOffset", "-t", TOPIC, "-g", GROUP, "-s", "-1h", "--time-field", "born", "--json")
+    res = acl.run(keys, *born, *(() if acl.v4 else ("--consumer-group", reader)))
+    assert res.code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [(q["offset_at_time"], q["consumer_offset"]) for q in doc["queues"]] == [(0, COMMITTED)] * QUEUES
+    out = tmp_path / "r.jsonl"
+    res = acl.run(keys, "rangeReplay", "-t", TOPIC, "-b", "-1h", "--to", f"jsonl:{out}", "--consumer-group", reader)
+    assert res.code == 0, res.stderr
+    bodies = sorted(json.loads(line)["body"] for line in out.read_text().splitlines())
+    assert bodies == sorted(f"acl-{i}" for i in range(PER_QUEUE * QUEUES))
+    res.assert_no_secret()
+    assert acl.offsets() == [COMMITTED] * QUEUES  # reading committed nothing
+    if not acl.v4:
+        res = acl.run(LEAST, *born, "--consumer-group", GROUP)
+        assert res.code == 2 and res.stdout == "", (res.code, res.stdout, res.stderr)
+        assert "pending offset reset" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        # the account without SUB on the group it names is refused, naming that group
+        res = acl.run(
+            LEAST,
+            "rangeReplay",
+            "-t",
+            TOPIC,
+            "-b",
+            "-1h",
+            "--to",
+            f"jsonl:{out}",
+            "--overwrite",
+            "--consumer-group",
+            READ_GROUP,
+        )
+        res.assert_denied()
+        assert f"Group:{READ_GROUP}" in res.stderr, res.stderr
 
 
 def test_sub_on_tools_consumer_is_what_reads_add(acl: Acl, tmp_path: Path) -> None:
@@ -350,6 +402,14 @@ def test_a_topic_without_grant(acl: Acl) -> None:
             admin.send(OTHER_TOPIC, Message(OTHER_TOPIC, f"other-{i}".encode(), {"TAGS": "a"}))
     finally:
         admin.close()
+    # no offsets there yet: the account is told it may not read the topic, an admin that the group has none
+    for args in (("queryOffset", "-t", OTHER_TOPIC, "-g", GROUP), ("consumerProgress", "-g", GROUP, "-t", OTHER_TOPIC)):
+        res = acl.run(LEAST, *args)
+        res.assert_denied()
+        assert f"opic:{OTHER_TOPIC}" in res.stderr, res.stderr
+        assert f"group '{GROUP}' shows no offsets for topic '{OTHER_TOPIC}'" in res.stderr
+        res = acl.run(ADMIN, *args)
+        assert res.code == 2 and f"unknown consumer group '{GROUP}'" in res.stderr, (res.code, res.stderr)
     acl.cluster.commit_offset("broker-a", GROUP, OTHER_TOPIC, 0, 1)
     res = acl.run(LEAST, "queryOffset", "-t", OTHER_TOPIC, "-g", GROUP, "--json")
     if acl.v4:

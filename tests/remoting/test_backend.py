@@ -693,6 +693,19 @@ def test_pull_decodes_messages_and_sends_a_tools_pull(cluster: Cluster) -> None:
     assert f["suspendTimeoutMillis"] == "0"
 
 
+def test_pull_as_another_group_changes_only_the_group(cluster: Cluster) -> None:
+    """--consumer-group: the same read (no commit flag, subscription "*"), under the group given."""
+    cluster.a.on(RequestCode.PULL_MESSAGE, lambda c: c.reply(remark="FOUND", ext_fields=PULL_EXT, body=b""))
+    cluster.admin.pull(MQ_A0, 10, 2, group="G1")
+    cluster.admin.pull_raw(MQ_A0, 12, 2, group="G2").result()
+    cluster.admin.pull(MQ_A0, 14, 2)
+    sent = cluster.a.sent(RequestCode.PULL_MESSAGE)
+    assert [r.ext_fields["consumerGroup"] for r in sent] == ["G1", "G2", TOOLS_CONSUMER_GROUP]
+    assert {
+        (int(r.ext_fields["sysFlag"]), r.ext_fields["subscription"], r.ext_fields["commitOffset"]) for r in sent
+    } == {(4, "*", "0")}
+
+
 @pytest.mark.parametrize(
     ("code", "remark", "status"),
     [

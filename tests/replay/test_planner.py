@@ -145,8 +145,24 @@ def test_plan_is_plain_data_with_a_fingerprint(tmp_path: Path) -> None:
     assert Slice.from_json(plan.slices[2].to_json()) == plan.slices[2]
     other = Plan(plan.topic, plan.begin, plan.end + 1, plan.ranges, plan.slices)
     assert other.fingerprint() != plan.fingerprint()
+    assert "group" not in plan.slices[0].to_json()  # plans and checkpoints written before --consumer-group
     with pytest.raises(UsageError, match="not a replay plan"):
         Plan.from_json({"format": "x"})
+
+
+def test_a_plan_read_as_a_group(tmp_path: Path) -> None:
+    """--consumer-group: the plan's slices carry the group (Spark executors read it from them);
+    the fingerprint does not, so a checkpointed run may resume under another group."""
+    admin = connect(dense_store(tmp_path / "s", "5.3.3"), read_only=True)
+    try:
+        queues = admin.topic_route("T").message_queues()
+        plan = plan_window(admin, queues, T0 + 3, T0 + 20, slice_size=100, group="G")
+        plain = plan_window(admin, queues, T0 + 3, T0 + 20, slice_size=100)
+    finally:
+        admin.close()
+    assert {s.group for s in plan.slices} == {"G"} and {s.group for s in plain.slices} == {None}
+    assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    assert plan.fingerprint() == plain.fingerprint()
 
 
 def test_expired_at_most_is_the_min_offset_only_when_the_window_starts_at_it() -> None:

@@ -112,9 +112,23 @@ class FakeAdmin:
 
     def __init__(self, answers: list[PullResult]):
         self.answers = answers
+        self.groups: list[str | None] = []
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> PullResult:
+        self.groups.append(group)
         return self.answers.pop(0)
+
+
+def test_a_slice_is_read_as_its_group() -> None:
+    """--consumer-group travels in the slice (to Spark executors too) and reaches every pull."""
+    m = Message("T", b"x", {}, queue_offset=10, store_timestamp=5)
+    admin = FakeAdmin([PullResult("FOUND", 11, 0, 50, [m]), PullResult("FOUND", 12, 0, 50, [])])
+    slc = Slice.from_json(Slice(0, "T", "b", 0, 10, 12, "G").to_json())
+    list(SliceScan(admin, slc, MessageFilter(0, 10)))  # type: ignore[arg-type]
+    assert admin.groups == ["G", "G"]
+    admin = FakeAdmin([PullResult("FOUND", 11, 0, 50, [m])])
+    list(SliceScan(admin, Slice(0, "T", "b", 0, 10, 11), MessageFilter(0, 10)))  # type: ignore[arg-type]
+    assert admin.groups == [None]  # TOOLS_CONSUMER
 
 
 def test_retention_gap_is_counted_not_fatal() -> None:

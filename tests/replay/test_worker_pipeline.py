@@ -40,10 +40,10 @@ class CappedAdmin:
         self.in_flight = self.most_in_flight = self.pulls = 0
         self.asked: list[tuple[int, int]] = []
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> PullResult:
         return self.inner.pull(mq, offset, max_nums)
 
-    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> Pending:
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> Pending:
         self.in_flight += 1
         self.pulls += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
@@ -112,7 +112,7 @@ def test_retention_gap_mid_slice_re_aims_the_pipeline(admin: Admin) -> None:
 
 def test_a_stuck_answer_still_raises(admin: Admin) -> None:
     class Stuck(CappedAdmin):
-        def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> Pending:
+        def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> Pending:
             p = super().pull_raw(mq, offset, max_nums)
             p.result = lambda: RawPull("FOUND", offset, 0, PER_QUEUE, [])  # type: ignore[method-assign]
             return p

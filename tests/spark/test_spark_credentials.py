@@ -288,6 +288,9 @@ def test_executors_get_the_tls_files_contents_not_the_drivers_paths(
 # -- a real ACL broker (4.9.7 plain ACL, 5.3.3 authentication/authorization) --------------------
 
 REAL_ADMIN = ("spark_admin", f"realSecret-{secrets.token_hex(8)}")
+#: a consumer's grants plus SUB on REAL_READ_GROUP: it replays with --consumer-group REAL_READ_GROUP
+REAL_READER = ("spark_reader", f"readerSecret-{secrets.token_hex(8)}")
+REAL_READ_GROUP = "SparkReadGroup"
 
 
 @pytest.fixture(scope="module", params=["4.9.7", "5.3.3"])
@@ -301,13 +304,19 @@ def real_acl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     version: str = request.param
     workdir = tmp_path_factory.mktemp(f"real-acl-{version}") / "rmq"
     if rb.is_v4(version):
-        acl = rb.plain_acl_yaml({REAL_ADMIN[0]: {"secretKey": REAL_ADMIN[1], "admin": True}})
+        reader = {"secretKey": REAL_READER[1], "admin": False, "defaultTopicPerm": "DENY", "defaultGroupPerm": "DENY"}
+        reader |= {"topicPerms": [f"{TOPIC}=SUB"], "groupPerms": [f"{REAL_READ_GROUP}=SUB"]}
+        acl = rb.plain_acl_yaml({REAL_ADMIN[0]: {"secretKey": REAL_ADMIN[1], "admin": True}, REAL_READER[0]: reader})
         cluster = rb.RealCluster(version, workdir, credentials=REAL_ADMIN, plain_acl=acl)
     else:
         cluster = rb.RealCluster(version, workdir, credentials=REAL_ADMIN, auth=True)
     with cluster:
         cluster.create_topic(TOPIC, 2)
         cluster.create_group(GROUP)
+        cluster.create_group(REAL_READ_GROUP)
+        if not rb.is_v4(version):
+            grants = {f"Topic:{TOPIC}": ("Sub", "Get"), f"Group:{REAL_READ_GROUP}": ("Sub",)}
+            cluster.create_user(REAL_READER[0], REAL_READER[1], grants)
         admin = RemotingAdmin(cluster.namesrv_addr, timeout=10, access_key=REAL_ADMIN[0], secret_key=REAL_ADMIN[1])
         try:
             for i in range(40):
@@ -343,6 +352,16 @@ def test_real_acl_broker_replay_and_search_on_spark(
     assert run.code == 0, run.err
     want = list(read_records(tmp_path / "local.jsonl"))
     assert len(want) == 40 and list(read_records(tmp_path / "spark")) == want
+    # an account that may read only as its own read group: executors read as it too
+    monkeypatch.setenv("MQADMIN_ACCESS_KEY", REAL_READER[0])
+    monkeypatch.setenv("MQADMIN_SECRET_KEY", REAL_READER[1])
+    as_reader = ["--to", f"jsonl:{tmp_path / 'reader'}", "--consumer-group", REAL_READ_GROUP, *spark_argv]
+    run, leaks = watched(spark, ["rangeReplay", *window, *as_reader], [REAL_READER[1]], capfd)
+    assert run.code == 0, run.err
+    assert list(read_records(tmp_path / "reader")) == want
+    assert not leaks, leaks
+    monkeypatch.setenv("MQADMIN_ACCESS_KEY", REAL_ADMIN[0])
+    monkeypatch.setenv("MQADMIN_SECRET_KEY", REAL_ADMIN[1])
     hour_ago = str(int(time.time() * 1000) - 3_600_000)
     query = ["queryOffset", *base, "-g", GROUP, "-s", hour_ago, "--time-field", "born", "--json"]
     local = cli(query)
