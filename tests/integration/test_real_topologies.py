@@ -8,8 +8,10 @@ about a slave goes to stderr as a warning.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -19,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from mqadmin.cli import main
 from mqadmin.model import Message
+from mqadmin.output import Env
 from mqadmin.remoting.backend import RemotingAdmin
 from tests.support import realbroker as rb
 
@@ -486,3 +490,83 @@ def test_one_broker_hung_java_tool_fails_as_well(down: OneDown) -> None:
     proc = down.cluster.mqadmin("consumerProgress", "-g", DN_GROUP, check=False, timeout=120)
     assert "#Topic" not in proc.stdout  # no table at all, not even for the live broker
     assert "Exception" in proc.stdout + proc.stderr
+
+
+def test_broker_hung_mid_apply_prints_what_the_brokers_hold(down: OneDown, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fault cases proven on the mock pair, on the real one: broker-b freezes after taking its
+    first offset write, so its second write times out. What the reset prints for every queue must
+    be what the brokers hold once broker-b is back, and the printed undo must restore them all."""
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main([*args, "-n", down.cluster.namesrv_addr], env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
+        return code, out.getvalue(), err.getvalue()
+
+    addrs = dict(down.cluster.brokers)
+
+    def offsets() -> dict[tuple[str, int], int | None]:
+        return {
+            (b, q): _offset_on(addrs[b], DN_GROUP, DN_TOPIC, q)
+            for b in ("broker-a", "broker-b")
+            for q in range(DN_QUEUES)
+        }
+
+    # broker-b back in the route and answering (a long pause may have let the name server drop it)
+    def both_answer() -> bool:
+        code, out, _ = cli("queryOffset", "-t", DN_TOPIC, "-g", DN_GROUP, "--json", "--timeout", "2")
+        return code == 0 and {q["broker"] for q in json.loads(out)["queues"]} == {"broker-a", "broker-b"}
+
+    down.cluster.resume_broker("broker-b")
+    deadline = time.monotonic() + 90
+    while not both_answer():
+        assert time.monotonic() < deadline, "broker-b did not come back into the route"
+        time.sleep(1)
+    assert set(offsets().values()) == {DN_COMMITTED}
+
+    writes: list[str] = []
+    original = RemotingAdmin.update_consumer_offset
+
+    def freeze_b_after_its_first_write(self: RemotingAdmin, group: str, mq: object, offset: int) -> None:
+        broker = mq.broker_name  # type: ignore[attr-defined]
+        if broker == "broker-b" and "broker-b" in writes:
+            down.cluster.pause_broker("broker-b")
+        writes.append(broker)
+        original(self, group, mq, offset)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RemotingAdmin, "update_consumer_offset", freeze_b_after_its_first_write)
+    try:
+        args = ("resetOffsetByTime", "-g", DN_GROUP, "-t", DN_TOPIC, "--to-earliest", "--yes")
+        code, out, err = cli(*args, "--timeout", "3", "--output", "json")
+    finally:
+        monkeypatch.undo()
+        down.cluster.resume_broker("broker-b")
+    assert writes.count("broker-b") == 2, writes
+    doc = json.loads(out)
+    printed = {(q["broker"], q["queue_id"]): (q.get("outcome", ""), q["new_offset"]) for q in doc["queues"]}
+    assert set(printed) == set(offsets())
+    deadline = time.monotonic() + 30  # the thawed broker serves the write it had queued
+    while None in offsets().values():
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    state = offsets()
+    for key, (outcome, planned) in printed.items():
+        assert planned == 0, printed
+        if outcome.startswith(("applied", "acknowledged")):
+            assert state[key] == planned, (key, outcome, state)
+        elif outcome == "unchanged":
+            assert state[key] == DN_COMMITTED, (key, outcome, state)
+        else:
+            assert outcome.startswith("unknown"), (key, outcome)
+            assert state[key] in (planned, DN_COMMITTED), (key, outcome, state)
+    assert [printed[("broker-a", q)][0] for q in range(DN_QUEUES)] == ["applied"] * DN_QUEUES, printed
+    assert printed[("broker-b", 1)][0].startswith("unknown"), printed
+    assert code == 1, err
+    line = err.strip().splitlines()[-1]
+    assert "broker-b (" in line and "restore with: mqadmin restoreOffset --from" in line, err
+
+    argv = shlex.split(doc["undo"])
+    assert argv[:2] == ["mqadmin", "restoreOffset"]
+    argv = [a for i, a in enumerate(argv) if a != "-n" and (i == 0 or argv[i - 1] != "-n")]
+    out_code, _, restore_err = cli(*argv[1:], "--yes", "--timeout", "5")
+    assert out_code == 0, restore_err
+    assert set(offsets().values()) == {DN_COMMITTED}
