@@ -214,6 +214,9 @@ class AllGroupsProgress(ResultBase):
     previous: dict[str, int] | None = None
     #: brokers that did not answer (name -> why): each group's figures are the others'
     missing_brokers: dict[str, str] = field(default_factory=dict)
+    #: False (--no-clients): no group's clients were read, so count/version/type/model are not
+    #: shown at all (a 0 would say "offline", which nobody checked)
+    clients: bool = True
 
     def note_previous(self, before: AllGroupsProgress) -> None:
         self.previous = {g.group: g.diff_total for g in before.groups}
@@ -241,10 +244,11 @@ class AllGroupsProgress(ResultBase):
             "groups": [
                 {
                     "group": g.group,
-                    "count": g.count,
-                    "version": g.version,
-                    "type": g.type,
-                    "model": g.model,
+                    **(
+                        {"count": g.count, "version": g.version, "type": g.type, "model": g.model}
+                        if self.clients
+                        else {}
+                    ),
                     "tps": round(g.tps, 2),
                     "diff_total": g.diff_total,
                     "lag_time_ms": g.lag_time_ms,
@@ -258,10 +262,13 @@ class AllGroupsProgress(ResultBase):
         return doc
 
     def table(self) -> Table:
-        columns = ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total", "Lag Time"]
+        clients = ["Count", "Version", "Type", "Model"] if self.clients else []
+        columns = ["Group", *clients, "TPS", "Diff Total", "Lag Time"]
         columns += ["Change"] if self.previous is not None else []
         rows: list[list[Any]] = [
-            [g.group, g.count, g.version, g.type, g.model, int(g.tps), g.diff_total, format_duration(g.lag_time_ms)]
+            [g.group]
+            + ([g.count, g.version, g.type, g.model] if self.clients else [])
+            + [int(g.tps), g.diff_total, format_duration(g.lag_time_ms)]
             + ([signed(self._change(g))] if self.previous is not None else [])
             for g in self.groups
         ]

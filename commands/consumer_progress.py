@@ -46,6 +46,7 @@ class ConsumerProgressParams:
     max_lag_time: str | None
     show_client_ip: str | None
     partial: bool
+    no_clients: bool
 
     def __post_init__(self) -> None:
         self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)
@@ -56,6 +57,9 @@ class ConsumerProgressParams:
             raise errors.UsageError(
                 "--partial is about brokers that do not answer; --local-store reads no broker's offsets"
             )
+        if self.no_clients and (self.group or self.local_store):
+            where = "-g" if self.group else "--local-store"
+            raise errors.UsageError(f"--no-clients is for the all-groups view of the brokers, not with {where}")
 
     @property
     def show_ip(self) -> bool:
@@ -130,6 +134,15 @@ class ConsumerProgressCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        Opt(
+            "no_clients",
+            ("--no-clients",),
+            "All groups: read no group's clients, so the Count, Version, Type and Model columns are left out "
+            "and the command costs a few requests per broker instead of one per group and broker (RocketMQ has "
+            "no request for every group's clients); not with -g or --output java (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
     )
 
     params_type = ConsumerProgressParams
@@ -156,15 +169,20 @@ class ConsumerProgressCommand(SubCommand):
                 result.extra = _extra(ctx, group)
             breaches = breaches_of(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
             return _checked(ctx, result, breaches, params.partial)
+        if params.no_clients and ctx.output == "java":
+            raise errors.UsageError(
+                "--output java prints the Java tool's Count/Version/Type/Model; --no-clients reads none"
+            )
         groups = admin.list_groups()
         # one request per broker where the broker allows; a broker that cannot be reached is asked once
         stats = admin.consume_stats_all(groups, partial=True)
-        conns = admin.consumer_connections_all(groups)
-        summaries = fan_out(lambda g: self._summary(ctx, g, conns[g], stats[g]), groups)
+        conns = None if params.no_clients else admin.consumer_connections_all(groups)
+        lags = groups_lag_ms(ctx, {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)})
+        summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
         breaches = [
             b for s in summaries for b in breaches_of(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
         ]
-        everything = AllGroupsProgress(summaries, read_at_ms=now_ms())
+        everything = AllGroupsProgress(summaries, read_at_ms=now_ms(), clients=not params.no_clients)
         for s in stats.values():
             if isinstance(s, ConsumeStats):
                 everything.missing_brokers.update(s.missing_brokers)
@@ -183,38 +201,39 @@ class ConsumerProgressCommand(SubCommand):
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
         return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin), missing_brokers=missing)
 
-    def _summary(
-        self,
-        ctx: Context,
-        group: str,
-        conn: ConsumerConnection | errors.MqadminError,
-        stats: ConsumeStats | errors.MqadminError,
-    ) -> GroupSummary:
-        count, version, ctype, model = 0, "OFFLINE", "", ""
-        try:
-            if isinstance(conn, errors.MqadminError):
-                raise conn
+
+def _summary(
+    group: str,
+    conn: ConsumerConnection | errors.MqadminError | None,
+    stats: ConsumeStats | errors.MqadminError,
+    lag: int | None,
+) -> GroupSummary:
+    """One group's line; ``conn`` None: its clients were not read (--no-clients)."""
+    count, version, ctype, model = 0, "OFFLINE", "", ""
+    try:
+        if isinstance(conn, errors.MqadminError):
+            raise conn
+        if conn is not None:
             count = len(conn.connections)
             if conn.connections:
                 version = version_desc(min(c.version for c in conn.connections))
             ctype = CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
             model = conn.message_model if ctype == "PUSH" else ""
-        except errors.ConnectError:
-            pass  # a broker that did not answer (named once for all groups): the others know no client
-        except errors.BrokerError as exc:
-            if exc.permission_denied:  # a refusal is not an offline group
-                raise
-        tps, diff, lag = 0.0, 0, None
-        try:
-            if isinstance(stats, errors.MqadminError):
-                raise stats
-            tps = stats.consume_tps
-            diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
-            lag = group_lag_ms(ctx, stats.offsets)
-        except errors.BrokerError as exc:
-            if exc.permission_denied:  # nor is it a group without lag
-                raise
-        return GroupSummary(group, count, version, ctype, model, tps, diff, lag)
+    except errors.ConnectError:
+        pass  # a broker that did not answer (named once for all groups): the others know no client
+    except errors.BrokerError as exc:
+        if exc.permission_denied:  # a refusal is not an offline group
+            raise
+    tps, diff = 0.0, 0
+    try:
+        if isinstance(stats, errors.MqadminError):
+            raise stats
+        tps = stats.consume_tps
+        diff = sum(w.broker_offset - w.consumer_offset for w in stats.offsets.values())
+    except errors.BrokerError as exc:
+        if exc.permission_denied:  # nor is it a group without lag
+            raise
+    return GroupSummary(group, count, version, ctype, model, tps, diff, lag)
 
 
 def _checked(
@@ -249,11 +268,21 @@ def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None
     return None if oldest is None else max(ctx.now - oldest, 0)
 
 
-def group_lag_ms(ctx: Context, offsets: Mapping[MessageQueue, OffsetWrapper]) -> int | None:
-    """A group's lag time (the oldest unconsumed message over its queues); reads only the queues
-    that are behind, so a caught-up group costs no pull. The one place every view of a group's
-    lag comes from; sequential, as the caller fans out over groups already."""
-    return max_lag([queue_lag_ms(ctx, mq, w) for mq, w in offsets.items() if w.broker_offset > w.consumer_offset])
+def groups_lag_ms(ctx: Context, tables: Mapping[str, Mapping[MessageQueue, OffsetWrapper]]) -> dict[str, int | None]:
+    """Each group's lag time (the oldest unconsumed message over its queues). Only queues that
+    are behind are read, and each (queue, consumer offset) once, however many groups stand
+    there (its age does not depend on the group), the reads sent concurrently: groups that
+    share a topic cost as many pulls as there are distinct positions, not groups x queues."""
+    behind = {(mq, w.consumer_offset): w for table in tables.values() for mq, w in table.items() if _behind(w)}
+    ages = dict(zip(behind, fan_out(lambda key: queue_lag_ms(ctx, key[0], behind[key]), behind), strict=True))
+    return {
+        group: max_lag([ages[mq, w.consumer_offset] for mq, w in table.items() if _behind(w)])
+        for group, table in tables.items()
+    }
+
+
+def _behind(w: OffsetWrapper) -> bool:
+    return w.broker_offset > w.consumer_offset
 
 
 def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:

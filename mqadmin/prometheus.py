@@ -150,7 +150,7 @@ def groups_exposition(groups: Iterable[Mapping[str, Any]], *, read_at_ms: int) -
     """Every group's summary line (``consumerProgress --json``) as metrics."""
     exp = Exposition()
     for g in groups:
-        _group_totals(exp, g["group"], g["diff_total"], g.get("lag_time_ms"), g.get("tps"), g.get("count", 0))
+        _group_totals(exp, g["group"], g["diff_total"], g.get("lag_time_ms"), g.get("tps"), g.get("count"))
         exp.add(
             "mqadmin_progress_read_timestamp_seconds",
             "When mqadmin read these figures",
@@ -160,7 +160,9 @@ def groups_exposition(groups: Iterable[Mapping[str, Any]], *, read_at_ms: int) -
     return exp
 
 
-def _group_totals(exp: Exposition, group: str, diff: int, lag_ms: int | None, tps: float | None, online: int) -> None:
+def _group_totals(
+    exp: Exposition, group: str, diff: int, lag_ms: int | None, tps: float | None, online: int | None
+) -> None:
     labels = {"group": group}
     exp.add("mqadmin_group_diff", "Messages the group is behind, all its queues", labels, diff)
     if lag_ms is not None:  # unknown lag is left out, not reported as 0
@@ -172,4 +174,5 @@ def _group_totals(exp: Exposition, group: str, diff: int, lag_ms: int | None, tp
         )
     if tps is not None:
         exp.add("mqadmin_group_consume_tps", "The group's consume rate as the brokers report it", labels, tps)
-    exp.add("mqadmin_group_online_clients", "The group's clients online now", labels, online)
+    if online is not None:  # clients not read (--no-clients): no series, not an offline group
+        exp.add("mqadmin_group_online_clients", "The group's clients online now", labels, online)
