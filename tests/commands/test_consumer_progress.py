@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
+
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.model import ClientInfo
+from mqadmin.mock.seed import fill_topic
+from mqadmin.mock.server import MockServer
+from mqadmin.protocol.codes import MQVersion, RequestCode
 
 
 @pytest.mark.parametrize("version", BROKER_VERSIONS)
@@ -61,3 +71,147 @@ def test_check_mode_exit_codes(make_store: Callable[..., Store], cli: Callable[.
     assert cli("consumerProgress", "-n", store.address, "--max-lag-time", "5m").code == 3
     assert cli("consumerProgress", "-n", store.address, "-g", "a", "--max-lag-time", "5m").code == 0
     assert cli("consumerProgress", "-n", store.address, "-g", "b", "--max-lag-time", "5h").code == 0
+
+
+def _by_group(result: CliResult) -> dict[str, dict[str, Any]]:
+    assert result.code == 0, result.stderr
+    doc: Any = result.json()
+    return {g["group"]: g for g in doc["groups"]}
+
+
+def test_all_groups_without_clients_equals_the_default(
+    door: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """--no-clients shows every group's TPS, Diff Total and lag exactly as the default view and
+    -g do; only the client columns are gone (not shown as 0 or OFFLINE)."""
+    now = int(time.time() * 1000)
+    store = make_store(count=80, span_ms=HOUR_MS, now_ms=now, groups={"a": None, "b": -1, "c": now - HOUR_MS // 2})
+    if store.server is not None:  # over TCP a client can be online: the default view counts it
+        client = ClientInfo("10.0.0.7@4242", "a", "10.0.0.7:50000", "JAVA", int(MQVersion.V5_3_3))
+        with store.server.lock:
+            store.server.cluster.brokers["broker-a"].register_client(client)
+    full = _by_group(cli("consumerProgress", "-n", store.address, "--json"))
+    lean = _by_group(cli("consumerProgress", "-n", store.address, "--json", "--no-clients"))
+    assert list(lean) == list(full) == ["a", "b", "c"]
+    assert full["a"]["count"] == (1 if door == "tcp" else 0)
+    for name, g in lean.items():
+        assert set(g) == {"group", "tps", "diff_total", "lag_time_ms"}, g
+        assert (g["tps"], g["diff_total"]) == (full[name]["tps"], full[name]["diff_total"])
+    assert lean["a"]["lag_time_ms"] == full["a"]["lag_time_ms"] == 0
+    assert lean["b"]["diff_total"] == 80 and 0 < lean["c"]["diff_total"] < 80
+    # the same store times read a moment apart: every lag moved by that moment, and only by it
+    shifts = {lean[n]["lag_time_ms"] - full[n]["lag_time_ms"] for n in ("b", "c")}
+    assert len(shifts) == 1 and 0 <= shifts.pop() < 60_000
+    one: Any = cli("consumerProgress", "-n", store.address, "-g", "c", "--json").json()
+    assert one["diff_total"] == lean["c"]["diff_total"]
+    assert 0 <= one["lag_time_ms"] - lean["c"]["lag_time_ms"] < 60_000
+
+    table = cli("consumerProgress", "-n", store.address, "--no-clients").stdout.splitlines()
+    assert table[1].split() == ["Group", "TPS", "Diff", "Total", "Lag", "Time"]
+    assert table[3].split()[:3] == ["b", "0", "80"]
+
+
+def test_no_clients_in_prometheus_leaves_the_client_count_out(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """Unknown is not offline: without --no-clients an offline group exports 0 online clients,
+    with it no such series at all (an alert on 0 clients must not fire for every group)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    store = make_store(count=80, groups={"a": None, "b": -1})
+    names = {}
+    for extra in ((), ("--no-clients",)):
+        out = cli("consumerProgress", "-n", store.address, "--output", "prometheus", *extra)
+        assert out.code == 0, out.stderr
+        names[extra] = {
+            (s.name, s.labels.get("group")): s.value
+            for f in text_string_to_metric_families(out.stdout)
+            for s in f.samples
+        }
+    lean, full = names[("--no-clients",)], names[()]
+    assert full[("mqadmin_group_online_clients", "b")] == 0
+    assert not any(name == "mqadmin_group_online_clients" for name, _ in lean)
+    assert lean[("mqadmin_group_diff", "b")] == full[("mqadmin_group_diff", "b")] == 80
+    assert lean[("mqadmin_group_lag_seconds", "a")] == 0
+
+
+def test_no_clients_bad_combinations_exit_2_with_one_line(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    store = make_store(count=8, groups={"g": None})
+    for args, message in [
+        (("--output", "java"), "--output java prints the Java tool's Count/Version/Type/Model"),
+        (("-g", "g"), "not with -g"),
+        (("-g", "g", "-s", "true"), "not with -g"),
+        (("--local-store", str(tmp_path)), "not with --local-store"),
+    ]:
+        r = cli("consumerProgress", "-n", store.address, "--no-clients", *args)
+        assert r.code == 2 and r.stdout == "" and message in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+class CountingServer(MockServer):
+    """The mock server counting the request frames it receives, by request code: whatever the
+    client does (retries, routes, fan-out) shows up here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.by_code: Counter[int] = Counter()
+        self._count_lock = threading.Lock()
+
+    def _dispatch(self, conn: Any, req: Any) -> None:
+        if not req.is_response:
+            with self._count_lock:
+                self.by_code[req.code] += 1
+        super()._dispatch(conn, req)
+
+    def take(self) -> Counter[int]:
+        with self._count_lock:
+            out, self.by_code = self.by_code, Counter()
+        return out
+
+
+#: groups stand at one of these offsets on each queue (each queue holds 10 messages)
+POSITIONS = 5
+
+
+def _served_groups(root: Path, groups: int) -> tuple[CountingServer, MockCluster]:
+    """``groups`` groups on an 8-queue topic over 2 brokers, each behind at one of POSITIONS."""
+    cluster = MockCluster.create(root, ("broker-a", "broker-b"), version="5.3.3")
+    now = int(time.time() * 1000)
+    fill_topic(cluster, "TopicTest", 80, now - HOUR_MS, now - 1000)
+    for i in range(groups):
+        for broker in cluster.brokers.values():
+            broker.ensure_group(f"g{i:04d}")
+            for q in range(4):
+                broker.update_consumer_offset(f"g{i:04d}", "TopicTest", q, (i + q) % POSITIONS)
+    cluster.flush()
+    return CountingServer(cluster, namesrv_port=0).start(), cluster
+
+
+def test_no_clients_round_trips_do_not_grow_with_groups(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    """--no-clients costs a fixed number of requests per broker plus one lag-time pull per
+    distinct lagging (queue, consumer offset): 200 groups cost what 50 cost. The default view
+    still asks each broker for each group's clients (RocketMQ has no request for all of them)."""
+    counts: dict[int, Counter[int]] = {}
+    default_lists: dict[int, int] = {}
+    for groups in (50, 200):
+        server, cluster = _served_groups(tmp_path / f"s{groups}", groups)
+        try:
+            lean = _by_group(cli("consumerProgress", "-n", server.namesrv_addr, "--json", "--no-clients"))
+            counts[groups] = server.take()
+            assert len(lean) == groups and all(g["lag_time_ms"] > 0 for g in lean.values())
+            full = _by_group(cli("consumerProgress", "-n", server.namesrv_addr, "--json"))
+            default_lists[groups] = server.take()[RequestCode.GET_CONSUMER_CONNECTION_LIST]
+            assert [(g["diff_total"], g["tps"]) for g in lean.values()] == [
+                (g["diff_total"], g["tps"]) for g in full.values()
+            ]
+        finally:
+            server.stop()
+            cluster.close()
+    assert counts[200] == counts[50], counts
+    assert counts[50][RequestCode.GET_BROKER_CONSUME_STATS] == 2
+    assert counts[50][RequestCode.PULL_MESSAGE] == 8 * POSITIONS  # one per distinct lagging position
+    assert RequestCode.GET_CONSUMER_CONNECTION_LIST not in counts[50]
+    assert sum(counts[200].values()) < 60
+    assert default_lists == {50: 2 * 50, 200: 2 * 200}
