@@ -16,6 +16,10 @@ c) a real Apache RocketMQ 5.3.3 (namesrv + 2 brokers, tests/support/realbroker.p
    ``--real-groups`` groups: the Java mqadmin and ours for ``consumerProgress -g G``,
    ``consumerProgress`` (all groups) and ``resetOffsetByTime``, as ratios.
 
+``consumerProgress --no-clients`` (all groups, no connection look-ups) is measured in a), interleaved
+with the default all-groups command, and printed as a ratio against it; every mock case also shows
+the client's CPU time (user + sys of the child process), which the shared server does not blur.
+
 Every command runs as a user runs it: a fresh process (``mqadmin`` console script, or a JVM for
 the Java tool), output to a pipe. Round trips are counted on the mock server: every request
 frame it receives, by request code, so nothing the client does can hide from the count.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,6 +62,8 @@ HOUR_MS = 3_600_000
 WIDE_CASE = "queryOffset -t T -g G (256 queues)"
 #: case -> its baseline case (the same command, the server refusing the batch requests)
 BASELINES: dict[str, str] = {}
+#: case -> the case it is compared with, both served as usual (e.g. --no-clients vs the default)
+COMPARED: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +106,8 @@ class CountingServer(MockServer):
 @dataclass
 class Sample:
     seconds: list[float] = field(default_factory=list)
+    #: the command process's user + sys CPU seconds
+    cpu: list[float] = field(default_factory=list)
     round_trips: list[int] = field(default_factory=list)
     by_code: Counter[tuple[str, int]] = field(default_factory=Counter)
     note: str = ""
@@ -112,14 +121,24 @@ def run(
     cmd: Sequence[str], env: dict[str, str], *, check_ok: Callable[[subprocess.CompletedProcess[str]], bool]
 ) -> float:
     """Wall time of one command, which must succeed (a failed run must not be timed as fast)."""
+    return run_cpu(cmd, env, check_ok=check_ok)[0]
+
+
+def run_cpu(
+    cmd: Sequence[str], env: dict[str, str], *, check_ok: Callable[[subprocess.CompletedProcess[str]], bool]
+) -> tuple[float, float]:
+    """(wall, CPU) seconds of one command; CPU is the child's user + sys, so the server's work in
+    this process is not counted."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(list(cmd), env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not check_ok(proc):
         raise RuntimeError(
             f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
         )
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def exit_zero(proc: subprocess.CompletedProcess[str]) -> bool:
@@ -176,10 +195,12 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
     ns = server.namesrv_addr
     now = int(time.time() * 1000)
     all_groups = f"consumerProgress (all {args.groups} groups)"
+    no_clients = f"{all_groups} --no-clients"
     wide = [MQADMIN, "queryOffset", "-n", ns, "-t", WIDE_TOPIC, "-g", "wide_group", "--json"]
     cases = {
         "mqadmin --help (process start only)": [MQADMIN, "--help"],
         all_groups: [MQADMIN, "consumerProgress", "-n", ns, "--json"],
+        no_clients: [MQADMIN, "consumerProgress", "-n", ns, "--json", "--no-clients"],
         "consumerProgress -g G (8 queues)": [MQADMIN, "consumerProgress", "-n", ns, "-g", groups[0], "--json"],
         WIDE_CASE: wide,
         "queryOffset -t T -g G -s (256 queues)": [*wide, "-s", str(now - HOUR_MS // 2)],
@@ -188,16 +209,18 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
         {} if args.no_baseline else {all_groups: f"{all_groups} [per group]", WIDE_CASE: f"{WIDE_CASE} [per queue]"}
     )
     BASELINES.update(baseline_of)
+    COMPARED[no_clients] = all_groups
     batch_codes = frozenset({RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_TOPIC_STATS_INFO})
     samples = {name: Sample() for name in [*cases, *baseline_of.values()]}
     try:
         # one untimed run each: checks the output is complete, warms the page cache
-        out = subprocess.run(cases[all_groups], env=env, capture_output=True, text=True)
-        listed = len(json.loads(out.stdout)["groups"])
-        if listed != args.groups + 1:  # + wide_group
-            raise RuntimeError(f"consumerProgress listed {listed} groups, expected {args.groups + 1}: {out.stderr}")
+        for name in (all_groups, no_clients):
+            out = subprocess.run(cases[name], env=env, capture_output=True, text=True)
+            listed = len(json.loads(out.stdout)["groups"])
+            if listed != args.groups + 1:  # + wide_group
+                raise RuntimeError(f"{name} listed {listed} groups, expected {args.groups + 1}: {out.stderr}")
         for name, cmd in cases.items():
-            if name != all_groups:
+            if name not in (all_groups, no_clients):
                 run(cmd, env, check_ok=exit_zero)
         server.take()
         for _ in range(args.runs):
@@ -206,7 +229,9 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
                     if key is None:
                         continue
                     server.refused = batch_codes if refused else frozenset()
-                    samples[key].seconds.append(run(cmd, env, check_ok=exit_zero))
+                    wall, cpu = run_cpu(cmd, env, check_ok=exit_zero)
+                    samples[key].seconds.append(wall)
+                    samples[key].cpu.append(cpu)
                     counts = server.take()
                     samples[key].round_trips.append(sum(counts.values()))
                     samples[key].by_code = counts
@@ -327,16 +352,26 @@ def bench_real(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
 
 def report_mock(samples: dict[str, Sample], runs: int) -> None:
     print(f"\nMock server (2 brokers, loopback), median of {runs} runs, fresh process each:")
-    print(f"{'command':<44} {'wall ms':>9} {'min ms':>8} {'round trips':>12}  by request (namesrv/broker)")
+    head = f"{'command':<56} {'wall ms':>9} {'min ms':>8} {'cpu ms':>8} {'round trips':>12}"
+    print(f"{head}  by request (namesrv/broker)")
     for name, s in samples.items():
         trips = s.round_trips[-1]
         same = "" if len(set(s.round_trips)) == 1 else f" (varied {min(s.round_trips)}-{max(s.round_trips)})"
-        top = ", ".join(f"{where[0]}:{code_name(code)}={n}" for (where, code), n in s.by_code.most_common(5))
-        print(f"{name:<44} {s.median * 1000:>9.0f} {min(s.seconds) * 1000:>8.0f} {trips:>12}{same}  {top}")
+        top = ", ".join(f"{where[0]}:{code_name(code)}={n}" for (where, code), n in s.by_code.most_common(6))
+        cpu = statistics.median(s.cpu) * 1000
+        print(f"{name:<56} {s.median * 1000:>9.0f} {min(s.seconds) * 1000:>8.0f} {cpu:>8.0f} {trips:>12}{same}  {top}")
     for name, base in BASELINES.items():
         if name in samples and base in samples:
             ratio = samples[base].median / samples[name].median
             print(f"{name}: {ratio:.1f}x the speed of its baseline (median {samples[base].median * 1000:.0f} ms)")
+    for name, other in COMPARED.items():
+        if name in samples and other in samples:
+            a, b = samples[name], samples[other]
+            print(
+                f"{name}: {b.median / a.median:.1f}x the speed of the default ({b.median * 1000:.0f} ms), "
+                f"client CPU {statistics.median(b.cpu) / statistics.median(a.cpu):.1f}x less, "
+                f"round trips {b.round_trips[-1]} -> {a.round_trips[-1]}"
+            )
 
 
 def report_real(results: dict[str, tuple[Sample, Sample]], runs: int) -> None:

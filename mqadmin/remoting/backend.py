@@ -315,17 +315,24 @@ class RemotingAdmin(MessageSession):
         """Merge one group's GET_CONSUMER_CONNECTION_LIST replies; ConsumerNotOnline when nobody is."""
         bodies: list[dict[str, Any]] = []
         first_error: errors.MqadminError | None = None
+        not_online: tuple[str, RemotingCommand] | None = None
         for (addr, _), reply in zip(calls, answers, strict=True):
-            if isinstance(reply, RemotingCommand) and reply.code == ResponseCode.SUCCESS:
-                body = replies.body(addr, reply, "consumer connections")
-                if isinstance(body, dict):
-                    bodies.append(body)
-                continue
-            err = self._error_of(addr, reply)
-            # "not online" on one broker is normal when others know the clients
-            if first_error is None or isinstance(first_error, errors.ConsumerNotOnline):
-                first_error = err
+            if isinstance(reply, RemotingCommand):
+                if reply.code == ResponseCode.SUCCESS:
+                    body = replies.body(addr, reply, "consumer connections")
+                    if isinstance(body, dict):
+                        bodies.append(body)
+                    continue
+                # "not online" on one broker is normal when others know the clients; its error
+                # is built only if it is the answer (with thousands of offline groups, it mostly is not)
+                if reply.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                    not_online = (addr, reply)
+                    continue
+            if first_error is None:
+                first_error = self._error_of(addr, reply)
         if not bodies:
+            if first_error is None and not_online is not None:
+                first_error = self._error_of(*not_online)
             raise first_error or errors.ConsumerNotOnline(f"the consumer group[{group}] not online")
         return replies.merge_connections(bodies)
 
@@ -339,11 +346,16 @@ class RemotingAdmin(MessageSession):
         """
         wanted = list(dict.fromkeys(groups))
         addrs = [self._read_addr(b) for b in self._all_brokers() if b.addrs]
-        calls = [(addr, ConsumerGroupHeader(consumerGroup=g).request()) for g in wanted for addr in addrs]
+        calls = [
+            (addr, request)
+            for request in (ConsumerGroupHeader(consumerGroup=g).request() for g in wanted)
+            for addr in addrs  # one request per group, sent to each broker (the client copies it)
+        ]
         answers = self._fan_out(calls, idempotent=True)
         out: dict[str, ConsumerConnection | errors.MqadminError] = {}
+        width = len(addrs)
         for i, group in enumerate(wanted):
-            part = slice(i * len(addrs), (i + 1) * len(addrs))
+            part = slice(i * width, (i + 1) * width)
             try:
                 out[group] = self._connections_of(group, calls[part], answers[part])
             except errors.MqadminError as exc:
