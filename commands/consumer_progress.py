@@ -137,9 +137,10 @@ class ConsumerProgressCommand(SubCommand):
         Opt(
             "no_clients",
             ("--no-clients",),
-            "All groups: read no group's clients, so the Count, Version, Type and Model columns are left out "
-            "and the command costs a few requests per broker instead of one per group and broker (RocketMQ has "
-            "no request for every group's clients); not with -g or --output java (mqadmin extension)",
+            "All groups: read no group's clients, so the Count, Version, Type and Model columns are left out and "
+            "the command costs a few requests per broker (plus the lag-time reads) instead of one per group and "
+            "broker: RocketMQ has no request for every group's clients. Not with -g or --output java "
+            "(mqadmin extension)",
             kind=bool,
             default=False,
         ),
