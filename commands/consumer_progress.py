@@ -251,16 +251,20 @@ def _checked(
 def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None:
     """Age of the oldest unconsumed message of one queue: 0 when caught up; None when the queue
     is behind but no store time can be read (the broker refused the pull, or every unconsumed
-    message is gone). A consumer offset below the queue's min offset means retention deleted the
-    messages it had not consumed: the oldest unconsumed one left is the first message kept."""
-    if w.broker_offset <= w.consumer_offset:
-        return 0
+    message is gone)."""
+    return _age_at(ctx, mq, w.consumer_offset) if _behind(w) else 0
+
+
+def _age_at(ctx: Context, mq: MessageQueue, offset: int) -> int | None:
+    """Age of the message at ``offset``, the oldest one a consumer standing there has not
+    consumed. An offset below the queue's min offset means retention deleted the messages it had
+    not consumed: the oldest unconsumed one left is the first message kept."""
     admin = ctx.admin()
     try:
-        oldest = store_time_at(admin, mq, w.consumer_offset)
+        oldest = store_time_at(admin, mq, offset)
         if oldest is None:
             low = admin.min_offset(mq)
-            if low > w.consumer_offset:
+            if low > offset:
                 oldest = store_time_at(admin, mq, low)
     except errors.MqadminError as exc:
         if isinstance(exc, errors.BrokerError) and exc.permission_denied:
@@ -269,17 +273,56 @@ def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None
     return None if oldest is None else max(ctx.now - oldest, 0)
 
 
+#: how far apart two consumer offsets of a queue may be to share one lag-time read: a broker
+#: answers a pull with at most 32 messages
+LAG_READ_SPAN = 32
+
+
 def groups_lag_ms(ctx: Context, tables: Mapping[str, Mapping[MessageQueue, OffsetWrapper]]) -> dict[str, int | None]:
-    """Each group's lag time (the oldest unconsumed message over its queues). Only queues that
-    are behind are read, and each (queue, consumer offset) once, however many groups stand
-    there (its age does not depend on the group), the reads sent concurrently: groups that
-    share a topic cost as many pulls as there are distinct positions, not groups x queues."""
-    behind = {(mq, w.consumer_offset): w for table in tables.values() for mq, w in table.items() if _behind(w)}
-    ages = dict(zip(behind, fan_out(lambda key: queue_lag_ms(ctx, key[0], behind[key]), behind), strict=True))
+    """Each group's lag time (the oldest unconsumed message over its queues), for many groups.
+
+    The age of the message at a queue position does not depend on the group standing there, so
+    each distinct lagging (queue, consumer offset) is read once, however many groups share it,
+    and positions of a queue less than LAG_READ_SPAN apart share one pull; the reads run
+    concurrently. A caught-up group costs no read."""
+    positions: dict[MessageQueue, set[int]] = {}
+    for table in tables.values():
+        for mq, w in table.items():
+            if _behind(w):
+                positions.setdefault(mq, set()).add(w.consumer_offset)
+    spans = [(mq, span) for mq, offsets in positions.items() for span in _spans(sorted(offsets))]
+    ages: dict[tuple[MessageQueue, int], int | None] = {}
+    for part in fan_out(lambda item: _span_ages(ctx, item[0], item[1]), spans):
+        ages.update(part)
     return {
         group: max_lag([ages[mq, w.consumer_offset] for mq, w in table.items() if _behind(w)])
         for group, table in tables.items()
     }
+
+
+def _spans(offsets: list[int]) -> list[list[int]]:
+    """Sorted offsets cut into runs that one pull of LAG_READ_SPAN messages can cover."""
+    out: list[list[int]] = []
+    for offset in offsets:
+        if out and offset - out[-1][0] < LAG_READ_SPAN:
+            out[-1].append(offset)
+        else:
+            out.append([offset])
+    return out
+
+
+def _span_ages(ctx: Context, mq: MessageQueue, offsets: list[int]) -> dict[tuple[MessageQueue, int], int | None]:
+    """The ages at several close offsets of a queue from one pull; an offset whose message the
+    answer does not hold (gone, refused, past a broker's transfer limit) is read alone, as
+    ``queue_lag_ms`` reads it, so the figures are the same as one read per offset."""
+    times: dict[int, int] = {}
+    if len(offsets) > 1:
+        try:
+            pulled = ctx.admin().pull(mq, offsets[0], offsets[-1] - offsets[0] + 1)
+            times = {m.queue_offset: m.store_timestamp for m in pulled.messages}
+        except errors.MqadminError:
+            pass  # read alone below, which says once why a read is refused
+    return {(mq, o): max(ctx.now - times[o], 0) if o in times else _age_at(ctx, mq, o) for o in offsets}
 
 
 def _behind(w: OffsetWrapper) -> bool:

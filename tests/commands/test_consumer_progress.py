@@ -9,11 +9,15 @@ from typing import Any
 
 import pytest
 from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
+from mqadmin.commands._progress import max_lag
+from mqadmin.commands.consumer_progress import _spans, groups_lag_ms, queue_lag_ms
 
+from mqadmin.context import Context
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import ClientInfo
 from mqadmin.mock.seed import fill_topic
 from mqadmin.mock.server import MockServer
+from mqadmin.model import OffsetWrapper
 from mqadmin.protocol.codes import MQVersion, RequestCode
 
 
@@ -190,8 +194,8 @@ def _served_groups(root: Path, groups: int) -> tuple[CountingServer, MockCluster
 
 
 def test_no_clients_round_trips_do_not_grow_with_groups(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
-    """--no-clients costs a fixed number of requests per broker plus one lag-time pull per
-    distinct lagging (queue, consumer offset): 200 groups cost what 50 cost. The default view
+    """--no-clients costs a fixed number of requests per broker plus the lag-time pulls, one per
+    run of close lagging offsets of a queue: 200 groups cost what 50 cost. The default view
     still asks each broker for each group's clients (RocketMQ has no request for all of them)."""
     counts: dict[int, Counter[int]] = {}
     default_lists: dict[int, int] = {}
@@ -211,7 +215,34 @@ def test_no_clients_round_trips_do_not_grow_with_groups(tmp_path: Path, cli: Cal
             cluster.close()
     assert counts[200] == counts[50], counts
     assert counts[50][RequestCode.GET_BROKER_CONSUME_STATS] == 2
-    assert counts[50][RequestCode.PULL_MESSAGE] == 8 * POSITIONS  # one per distinct lagging position
+    # the lag time: each queue's POSITIONS close offsets are read with one pull
+    assert counts[50][RequestCode.PULL_MESSAGE] == 8
     assert RequestCode.GET_CONSUMER_CONNECTION_LIST not in counts[50]
     assert sum(counts[200].values()) < 60
     assert default_lists == {50: 2 * 50, 200: 2 * 200}
+
+
+def test_lag_times_of_many_groups_equal_one_read_per_queue(make_store: Callable[..., Store]) -> None:
+    """Shared and batched lag-time reads give every group exactly the lag that reading each of
+    its queues alone gives, for offsets close together, a span apart, and caught up."""
+    store = make_store(count=800, span_ms=HOUR_MS, queues=4)  # 100 messages a queue
+    at = [0, 1, 5, 31, 32, 33, 70, 99, 100]
+    admin_ctx = Context(address=store.address, now=int(time.time() * 1000))
+    try:
+        admin = admin_ctx.admin()
+        queues = admin.topic_route("TopicTest").message_queues()
+        tables = {
+            f"g{i}": {
+                mq: OffsetWrapper(broker_offset=100, consumer_offset=at[(i + k) % len(at)], last_timestamp=0)
+                for k, mq in enumerate(queues)
+            }
+            for i in range(len(at))
+        }
+        tables["idle"] = {}
+        alone = {g: max_lag([queue_lag_ms(admin_ctx, mq, w) for mq, w in t.items()]) for g, t in tables.items()}
+        shared = groups_lag_ms(admin_ctx, tables)
+        assert shared == alone and alone["idle"] == 0
+        assert all(v is not None and v > 0 for g, v in shared.items() if g != "idle")
+        assert _spans([0, 1, 5, 31, 32, 33, 70, 99]) == [[0, 1, 5, 31], [32, 33], [70, 99]]
+    finally:
+        admin_ctx.close()
