@@ -7,6 +7,7 @@ Java ``mqadmin`` of the same version is the referee for the numbers.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -15,7 +16,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from mqadmin import errors, fastjson
+from mqadmin.cli import main as cli_main
 from mqadmin.model import ConsumeStats, Message, MessageQueue
+from mqadmin.output import Env
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import RequestCode, ResponseCode
 from mqadmin.remoting.backend import RemotingAdmin
@@ -340,3 +343,33 @@ def test_send_back_to_the_dead_letter_queue(session: Session) -> None:
     assert admin.max_offset(dlq) == 1
     with pytest.raises(errors.BrokerError):
         admin.send_back(GROUP, Message(TOPIC, b"", commitlog_offset=1 << 40, broker_name=mq.broker_name))
+
+
+def test_consumer_progress_no_clients_equals_the_default(session: Session) -> None:
+    """consumerProgress (all groups) --no-clients: the default view's groups and figures, without
+    the client columns; the lag of the same offsets moves only by the time between the two runs.
+    Last in the module: the group's %RETRY% topic (how the Java tool and we list groups) is made
+    here, as a consumer's first heartbeat would."""
+    cluster = session.cluster
+    cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", "%RETRY%" + GROUP, "-r", "1", "-w", "1")
+    for mq in session.queues():  # one message behind on every queue: a lag to compare
+        session.admin.update_consumer_offset(GROUP, mq, PER_QUEUE - 1)
+    out, err = io.StringIO(), io.StringIO()
+
+    def groups(*extra: str) -> dict[str, dict[str, object]]:
+        out.seek(0)
+        out.truncate()
+        argv = ["consumerProgress", "-n", session.cluster.namesrv_addr, "--json", *extra]
+        code = cli_main(argv, env=Env(stdout=out, stderr=err, stdin=io.StringIO()))
+        assert code == 0, err.getvalue()
+        return {g["group"]: g for g in json.loads(out.getvalue())["groups"]}
+
+    started = time.time()
+    full = groups()
+    lean = groups("--no-clients")
+    took_ms = (time.time() - started) * 1000
+    assert list(lean) == list(full) and GROUP in lean
+    assert set(lean[GROUP]) == {"group", "tps", "diff_total", "lag_time_ms"}
+    assert lean[GROUP]["diff_total"] == full[GROUP]["diff_total"] > 0
+    lag, lag_before = lean[GROUP]["lag_time_ms"], full[GROUP]["lag_time_ms"]
+    assert isinstance(lag, int) and isinstance(lag_before, int) and 0 <= lag - lag_before <= took_ms
