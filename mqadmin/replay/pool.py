@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.sinks import Sink, as_row_sink
-from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc, run_slice, run_slice_rows
+from mqadmin.replay.worker import MessageFilter, SliceScan, SliceStats, pause_gc, run_slice, run_slice_rows
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -64,6 +64,8 @@ class SlicePool:
             and total >= PROCESS_MIN_MESSAGES
             and is_on_disk(admin.address)
         )
+        #: encode each pull's rows in the slice worker (a limit cuts rows, so not with one)
+        self._stream = self.rows.batch_encoder() if self.rows is not None and limit is None else None
         self.executor: Executor
         if self.processes:
             import multiprocessing
@@ -72,7 +74,10 @@ class SlicePool:
             ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
             assert self.rows is not None
-            self._job = functools.partial(encode_slice, admin.address, flt=flt, encode=self.rows.encoder())
+            encode = self._stream or self.rows.encoder()
+            self._job = functools.partial(
+                encode_slice, admin.address, flt=flt, encode=encode, stream=bool(self._stream)
+            )
         else:
             self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
 
@@ -88,6 +93,10 @@ class SlicePool:
                 self.executor.shutdown(wait=False, cancel_futures=True)
                 self.processes = False
                 self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
+        if self._stream is not None:
+            return self.executor.submit(
+                encode_slice_rows, self.admin, slc, self.flt, encode=self._stream, stop=stop, on_progress=on_progress
+            )
         job = run_slice if self.rows is None else run_slice_rows
         return self.executor.submit(job, self.admin, slc, self.flt, stop=stop, on_progress=on_progress)
 
@@ -95,7 +104,7 @@ class SlicePool:
         """The slice's result; one that failed in a worker process is run again here, so its
         error is raised exactly as without processes (exceptions do not all cross processes)."""
         if fut not in self._remote:
-            return fut.result()
+            return fut.result()  # threads: rows, or what encode_slice_rows encoded
         self._remote.discard(fut)
         try:
             encoded, stats, finished = fut.result()
@@ -135,7 +144,7 @@ def _child_init() -> None:
 
 
 def encode_slice(
-    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, list[Any]], Any]
+    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, list[Any]], Any], stream: bool = False
 ) -> SliceResult:
     """Worker process: read one slice from the store at ``address`` and encode it for the sink."""
     admin = _admins.get(address)
@@ -143,5 +152,26 @@ def encode_slice(
         from mqadmin.admin import connect
 
         admin = _admins[address] = connect(address, read_only=True)
+    if stream:
+        encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode)
+        return encoded.payload, stats, finished
     rows, stats, finished = run_slice_rows(admin, slc, flt)
     return encode(slc, rows), stats, finished
+
+
+def encode_slice_rows(
+    admin: Admin,
+    slc: Slice,
+    flt: MessageFilter,
+    *,
+    encode: Callable[[Slice, list[Any]], list[bytes]],
+    stop: threading.Event | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SliceResult:
+    """A slice read and encoded one pull's rows at a time (a sink's ``batch_encoder``): the rows
+    are encoded while in cache and freed at once, and the writer only writes bytes."""
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    out: list[bytes] = []
+    for rows in scan.rows():
+        out += encode(slc, rows)
+    return _Encoded(out), scan.stats, scan.complete

@@ -92,3 +92,35 @@ def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
     finally:
         admin.close()
     assert not out.exists() and not out.with_name("o.jsonl.partial").exists()
+
+
+def test_threads_encode_each_pull_as_it_comes_and_write_what_the_rows_encode(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON lines in threads: slice workers encode each pull's rows as they arrive (here pulls of
+    64 messages, several per slice); the file is byte for byte the plan's rows encoded at once."""
+    import functools
+
+    from mqadmin.replay.records import json_lines
+    from mqadmin.replay.worker import SliceScan, run_slice_rows
+
+    pulls: list[int] = []
+
+    class SmallPulls(SliceScan):
+        def rows(self):  # type: ignore[no-untyped-def]
+            for batch in super().rows():
+                pulls.append(len(batch))
+                yield batch
+
+    monkeypatch.setattr(pool, "SliceScan", functools.partial(SmallPulls, batch=64))
+    out = tmp_path / "t.jsonl"
+    assert not replay(address, out, "jsonl", processes=False, monkeypatch=monkeypatch)
+    assert len(pulls) > 6 * 3 and max(pulls) <= 64  # every slice of 500 took several pulls
+    admin = connect(address, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0 + 100, T0 + 2900, slice_size=500)
+        flt = MessageFilter(plan.begin, plan.end)
+        want = b"".join(json_lines(run_slice_rows(admin, s, flt)[0]) for s in plan.slices)
+    finally:
+        admin.close()
+    assert out.read_bytes() == want and want.count(b"\n") == 2800
