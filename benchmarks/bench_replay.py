@@ -59,7 +59,10 @@ class Row:
 
 
 def build_store(root: Path, messages: int, body_size: int) -> str:
-    """An embedded mock store of ``messages`` bodies of ``body_size`` bytes, 8 queues, 1 ms apart."""
+    """An embedded mock store of ``messages`` bodies of ``body_size`` bytes, 8 queues, 1 ms apart.
+
+    It is built in a sibling temporary folder and renamed into place when complete, so a run
+    interrupted while building leaves no half-built store for the next run to trip over."""
     meta = root / "bench.json"
     want = {"messages": messages, "body_size": body_size}
     if meta.exists() and json.loads(meta.read_text()) == want:
@@ -67,12 +70,19 @@ def build_store(root: Path, messages: int, body_size: int) -> str:
     from mqadmin.mock.cluster import MockCluster
     from mqadmin.mock.seed import fill_topic
 
-    shutil.rmtree(root, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
-    cluster = MockCluster.create(root)
-    fill_topic(cluster, "Bench", messages, T0, T0 + messages, body_size=body_size)
-    cluster.close()
-    meta.write_text(json.dumps(want))
+    building = Path(tempfile.mkdtemp(prefix=f".{root.name}-building-", dir=root.parent))
+    try:
+        store = building / "store"
+        cluster = MockCluster.create(store)
+        fill_topic(cluster, "Bench", messages, T0, T0 + messages, body_size=body_size)
+        cluster.close()
+        (store / "bench.json").write_text(json.dumps(want))
+        shutil.rmtree(root, ignore_errors=True)
+        store.rename(root)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
     print(f"built {messages} messages of {body_size} B in {time.monotonic() - t:.0f} s", file=sys.stderr)
     return f"mock://{root}"
 
