@@ -64,8 +64,11 @@ class SlicePool:
             and total >= PROCESS_MIN_MESSAGES
             and is_on_disk(admin.address)
         )
-        #: encode each pull's rows in the slice worker (a limit cuts rows, so not with one)
+        #: slice workers encode for the sink themselves (a limit cuts rows, so not with one): each
+        #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
+        #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
         self._stream = self.rows.batch_encoder() if self.rows is not None and limit is None else None
+        self._encode = self._stream or (self.rows.encoder() if self.rows is not None and limit is None else None)
         self.executor: Executor
         if self.processes:
             import multiprocessing
@@ -74,9 +77,8 @@ class SlicePool:
             ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
             assert self.rows is not None
-            encode = self._stream or self.rows.encoder()
             self._job = functools.partial(
-                encode_slice, admin.address, flt=flt, encode=encode, stream=bool(self._stream)
+                encode_slice, admin.address, flt=flt, encode=self._encode, stream=bool(self._stream)
             )
         else:
             self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
@@ -93,9 +95,16 @@ class SlicePool:
                 self.executor.shutdown(wait=False, cancel_futures=True)
                 self.processes = False
                 self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
-        if self._stream is not None:
+        if self._encode is not None:
             return self.executor.submit(
-                encode_slice_rows, self.admin, slc, self.flt, encode=self._stream, stop=stop, on_progress=on_progress
+                encode_slice_rows,
+                self.admin,
+                slc,
+                self.flt,
+                encode=self._encode,
+                stream=bool(self._stream),
+                stop=stop,
+                on_progress=on_progress,
             )
         job = run_slice if self.rows is None else run_slice_rows
         return self.executor.submit(job, self.admin, slc, self.flt, stop=stop, on_progress=on_progress)
@@ -152,11 +161,8 @@ def encode_slice(
         from mqadmin.admin import connect
 
         admin = _admins[address] = connect(address, read_only=True)
-    if stream:
-        encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode)
-        return encoded.payload, stats, finished
-    rows, stats, finished = run_slice_rows(admin, slc, flt)
-    return encode(slc, rows), stats, finished
+    encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream)
+    return encoded.payload, stats, finished
 
 
 def encode_slice_rows(
@@ -164,13 +170,17 @@ def encode_slice_rows(
     slc: Slice,
     flt: MessageFilter,
     *,
-    encode: Callable[[Slice, list[Any]], list[bytes]],
+    encode: Callable[[Slice, list[Any]], Any],
+    stream: bool,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> SliceResult:
-    """A slice read and encoded one pull's rows at a time (a sink's ``batch_encoder``): the rows
-    are encoded while in cache and freed at once, and the writer only writes bytes."""
+    """A slice read and encoded for the sink by ``encode``: with ``stream`` (a sink's
+    ``batch_encoder``) one pull's rows at a time, encoded while in cache and freed at once;
+    else all its rows at the end. The writer then only writes what came out."""
     scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    if not stream:
+        return _Encoded(encode(slc, [r for batch in scan.rows() for r in batch])), scan.stats, scan.complete
     out: list[bytes] = []
     for rows in scan.rows():
         out += encode(slc, rows)

@@ -124,3 +124,38 @@ def test_threads_encode_each_pull_as_it_comes_and_write_what_the_rows_encode(
     finally:
         admin.close()
     assert out.read_bytes() == want and want.count(b"\n") == 2800
+
+
+def test_threads_write_parquet_parts_in_the_slice_workers(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet in threads: each slice worker writes its own part (pyarrow leaves the GIL while
+    it does), and the file holds every row of the plan, lossless."""
+    pytest.importorskip("pyarrow")
+    import threading
+
+    from mqadmin.replay import sinks
+    from mqadmin.replay.records import normalize, read_records, to_row
+    from mqadmin.replay.worker import run_slice
+
+    writers: list[str] = []
+    real_write_part = sinks.write_part
+
+    def spy(*args: object) -> object:
+        writers.append(threading.current_thread().name)
+        return real_write_part(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sinks, "write_part", spy)
+    out = tmp_path / "t.parquet"
+    assert not replay(address, out, "parquet", processes=False, monkeypatch=monkeypatch)
+    admin = connect(address, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0 + 100, T0 + 2900, slice_size=500)
+        flt = MessageFilter(plan.begin, plan.end)
+        want = [to_row(m, s.broker) for s in plan.slices for m in run_slice(admin, s, flt)[0]]
+    finally:
+        admin.close()
+    assert len(writers) == len(plan.slices) and all(name.startswith("replay") for name in writers)
+    keys = ("topic", "broker", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys")
+    keys += ("born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "properties", "body")
+    assert list(read_records(out)) == [normalize(dict(zip(keys, row, strict=True))) for row in want]
