@@ -13,11 +13,12 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.replay.planner import Slice
+from mqadmin.replay.records import Row
 from mqadmin.replay.sinks import Sink, as_row_sink
 from mqadmin.replay.worker import MessageFilter, SliceScan, SliceStats, pause_gc, run_slice, run_slice_rows
 
@@ -68,7 +69,9 @@ class SlicePool:
         #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
         #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
         self._stream = self.rows.batch_encoder() if self.rows is not None and limit is None else None
-        self._encode = self._stream or (self.rows.encoder() if self.rows is not None and limit is None else None)
+        self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
+            self.rows.encoder() if self.rows is not None and limit is None else None
+        )
         self.executor: Executor
         if self.processes:
             import multiprocessing
@@ -76,7 +79,7 @@ class SlicePool:
 
             ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
-            assert self.rows is not None
+            assert self._encode is not None  # processes only without a limit, for a row sink
             self._job = functools.partial(
                 encode_slice, admin.address, flt=flt, encode=self._encode, stream=bool(self._stream)
             )
@@ -153,7 +156,7 @@ def _child_init() -> None:
 
 
 def encode_slice(
-    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, list[Any]], Any], stream: bool = False
+    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, Sequence[Row]], Any], stream: bool = False
 ) -> SliceResult:
     """Worker process: read one slice from the store at ``address`` and encode it for the sink."""
     admin = _admins.get(address)
@@ -170,7 +173,7 @@ def encode_slice_rows(
     slc: Slice,
     flt: MessageFilter,
     *,
-    encode: Callable[[Slice, list[Any]], Any],
+    encode: Callable[[Slice, Sequence[Row]], Any],
     stream: bool,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
