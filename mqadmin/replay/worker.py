@@ -34,6 +34,8 @@ PULL_DEPTH = 8
 #: messages kept in flight per slice, at least: a broker that caps pulls at 32 messages (a real
 #: one) gets 32 pulls in flight, since its throughput is round trips
 IN_FLIGHT_MESSAGES = 1024
+#: ... but no more pulls than this (a broker reading from disk answers 8 messages a pull)
+MAX_PULL_DEPTH = 64
 #: RocketMQ separates several keys in the KEYS property with a space
 KEY_SEPARATOR = " "
 _TAG = re.compile(r"^[^|\s]+$")
@@ -272,7 +274,7 @@ class SliceScan:
                 probing = False
                 if answer.status == "FOUND" and nxt < min(start + asked, s.end):
                     step = min(step, nxt - offset)  # the broker's cap per pull
-                    depth = max(self.depth, IN_FLIGHT_MESSAGES // step)
+                    depth = max(self.depth, min(IN_FLIGHT_MESSAGES // step, MAX_PULL_DEPTH))
                 yield offset, answer
                 nxt = min(nxt, s.end)
             offset = nxt

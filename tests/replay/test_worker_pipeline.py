@@ -15,6 +15,7 @@ from mqadmin.model import MessageQueue, PullResult, RawPull
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.worker import (
     IN_FLIGHT_MESSAGES,
+    MAX_PULL_DEPTH,
     PULL_DEPTH,
     MessageFilter,
     PullError,
@@ -125,6 +126,10 @@ def test_pulls_go_out_in_windows_sized_for_the_brokers_cap(admin: Admin) -> None
     wide = BatchingAdmin(admin, cap=200)
     run_slice_rows(wide, slc, flt)  # type: ignore[arg-type]
     assert wide.most_in_flight <= PULL_DEPTH
+    # one that answers 4 (a broker reading from disk answers 8) gets no more than MAX_PULL_DEPTH
+    narrow = BatchingAdmin(admin, cap=4)
+    rows, _, _ = run_slice_rows(narrow, slc, flt)  # type: ignore[arg-type]
+    assert narrow.most_in_flight == MAX_PULL_DEPTH and as_tuples(rows) == serial(admin, slc, flt)
 
 
 def test_short_answers_are_filled_before_what_follows(admin: Admin) -> None:
