@@ -48,6 +48,7 @@ class Row:
     messages: int
     body_bytes: int
     cpu: float = 0.0  # CPU seconds (this process and its worker processes)
+    server_cpu: float = 0.0  # CPU seconds of the server processes (mock server, broker JVM), if measured
 
     @property
     def rate(self) -> float:
@@ -59,7 +60,10 @@ class Row:
 
 
 def build_store(root: Path, messages: int, body_size: int) -> str:
-    """An embedded mock store of ``messages`` bodies of ``body_size`` bytes, 8 queues, 1 ms apart."""
+    """An embedded mock store of ``messages`` bodies of ``body_size`` bytes, 8 queues, 1 ms apart.
+
+    It is built in a sibling temporary folder and renamed into place when complete, so a run
+    interrupted while building leaves no half-built store for the next run to trip over."""
     meta = root / "bench.json"
     want = {"messages": messages, "body_size": body_size}
     if meta.exists() and json.loads(meta.read_text()) == want:
@@ -67,12 +71,19 @@ def build_store(root: Path, messages: int, body_size: int) -> str:
     from mqadmin.mock.cluster import MockCluster
     from mqadmin.mock.seed import fill_topic
 
-    shutil.rmtree(root, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
-    cluster = MockCluster.create(root)
-    fill_topic(cluster, "Bench", messages, T0, T0 + messages, body_size=body_size)
-    cluster.close()
-    meta.write_text(json.dumps(want))
+    building = Path(tempfile.mkdtemp(prefix=f".{root.name}-building-", dir=root.parent))
+    try:
+        store = building / "store"
+        cluster = MockCluster.create(store)
+        fill_topic(cluster, "Bench", messages, T0, T0 + messages, body_size=body_size)
+        cluster.close()
+        (store / "bench.json").write_text(json.dumps(want))
+        shutil.rmtree(root, ignore_errors=True)
+        store.rename(root)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
     print(f"built {messages} messages of {body_size} B in {time.monotonic() - t:.0f} s", file=sys.stderr)
     return f"mock://{root}"
 
@@ -149,14 +160,18 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def replay_once(address: str, plan: Plan, sink: Sink, out: Path, label: str) -> Row:
-    """One local-engine replay into ``sink`` (then removed): wall and CPU time."""
+def replay_once(
+    address: str, plan: Plan, sink: Sink, out: Path, label: str, server_cpu: Callable[[], float] | None = None
+) -> Row:
+    """One local-engine replay into ``sink`` (then removed): wall and CPU time (and the server's
+    CPU time when ``server_cpu`` reads it)."""
     flt = MessageFilter(plan.begin, plan.end)
     admin = connect(address, read_only=True, timeout=10)
+    server = server_cpu or (lambda: 0.0)
     try:
-        c, t = cpu_seconds(), time.monotonic()
+        c, sc, t = cpu_seconds(), server(), time.monotonic()
         outcome = run_local(admin, plan, flt, sink)
-        seconds, cpu = time.monotonic() - t, cpu_seconds() - c
+        seconds, cpu, scpu = time.monotonic() - t, cpu_seconds() - c, server() - sc
     finally:
         admin.close()
     if out.is_dir():
@@ -164,16 +179,20 @@ def replay_once(address: str, plan: Plan, sink: Sink, out: Path, label: str) -> 
     else:
         out.unlink(missing_ok=True)
     body_bytes = sum(s.bytes for s in outcome.stats.values())
-    return Row(label, seconds, outcome.written, body_bytes, cpu)
+    return Row(label, seconds, outcome.written, body_bytes, cpu, scpu)
 
 
 def median_row(rows: list[Row]) -> Row:
     """The run with the median time (its CPU figure is the median too)."""
     pick = sorted(rows, key=lambda r: r.seconds)[len(rows) // 2]
-    return replace(pick, cpu=statistics.median(r.cpu for r in rows))
+    return replace(
+        pick, cpu=statistics.median(r.cpu for r in rows), server_cpu=statistics.median(r.server_cpu for r in rows)
+    )
 
 
-def bench_formats(address: str, plan: Plan, tmp: Path, formats: list[str], repeat: int) -> list[tuple[Row, Row]]:
+def bench_formats(
+    address: str, plan: Plan, tmp: Path, formats: list[str], repeat: int, server_cpu: Callable[[], float] | None = None
+) -> list[tuple[Row, Row]]:
     """(baseline, local engine) per format, medians of ``repeat`` runs taken alternately."""
     out: list[tuple[Row, Row]] = []
     for fmt in formats:
@@ -181,19 +200,23 @@ def bench_formats(address: str, plan: Plan, tmp: Path, formats: list[str], repea
         new: list[Row] = []
         for i in range(repeat):
             path = tmp / f"{fmt}-{i}.{fmt}"
-            base.append(replay_once(address, plan, BASELINES[fmt](path), path, f"{fmt} baseline"))
-            new.append(replay_once(address, plan, open_sink(parse_target(f"{fmt}:{path}")), path, f"{fmt}"))
+            base.append(replay_once(address, plan, BASELINES[fmt](path), path, f"{fmt} baseline", server_cpu))
+            new.append(replay_once(address, plan, open_sink(parse_target(f"{fmt}:{path}")), path, fmt, server_cpu))
             print(f"  {fmt}: baseline {base[-1].seconds:.1f} s, local engine {new[-1].seconds:.1f} s", file=sys.stderr)
         out.append((median_row(base), median_row(new)))
     return out
 
 
 def report_formats(pairs: list[tuple[Row, Row]], label: str) -> None:
-    print(f"{label:<22}{'baseline msgs/s':>16}{'local msgs/s':>14}{'ratio':>7}{'MB/s':>7}{'CPU us/msg':>18}")
+    server = any(new.server_cpu for _, new in pairs)
+    extra = f"{'server CPU us/msg':>19}" if server else ""
+    print(f"{label:<22}{'baseline msgs/s':>16}{'local msgs/s':>14}{'ratio':>7}{'MB/s':>7}{'CPU us/msg':>18}{extra}")
     for base, new in pairs:
         cpu = f"{base.cpu / base.messages * 1e6:.1f} -> {new.cpu / new.messages * 1e6:.1f}"
+        scpu = f"{base.server_cpu / base.messages * 1e6:.1f} -> {new.server_cpu / new.messages * 1e6:.1f}"
         print(
             f"{new.engine:<22}{base.rate:>16,.0f}{new.rate:>14,.0f}{new.rate / base.rate:>6.1f}x{new.mb_rate:>7.0f}{cpu:>18}"
+            + (f"{scpu:>19}" if server else "")
         )
 
 

@@ -115,6 +115,35 @@ def _serve(root: str, conn: Connection) -> None:
         cluster.close()
 
 
+#: pids of the server processes of the source being measured (the mock server, or the broker JVMs)
+SERVER_PIDS: list[int] = []
+
+
+def process_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` have used so far, from /proc."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def java_children() -> list[int]:
+    """This process's child JVMs: the name server and broker a RealCluster started."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().split(") ", 1)
+        except (OSError, ValueError):
+            continue
+        if name.endswith("(java") and int(rest.split()[1]) == os.getpid():
+            pids.append(int(stat.parent.name))
+    return pids
+
+
 @contextmanager
 def mock_server(root: Path) -> Iterator[str]:
     """A MockServer over ``root`` in its own process; yields the name server address."""
@@ -125,6 +154,7 @@ def mock_server(root: Path) -> Iterator[str]:
     try:
         if not parent.poll(60):
             raise RuntimeError("the mock server did not start within 60 s")
+        SERVER_PIDS[:] = [proc.pid] if proc.pid is not None else []
         yield str(parent.recv())
     finally:
         parent.send("stop")
@@ -207,7 +237,9 @@ def run_engines(
     for engine in engines:
         out = tmp / f"{source}-{engine}".replace(" ", "_").replace("[", "_").replace("]", "")
         if engine == "local":
-            pairs = FORMAT_PAIRS[source] = bench_formats(address, plan, tmp, formats, repeat)
+            pairs = FORMAT_PAIRS[source] = bench_formats(
+                address, plan, tmp, formats, repeat, lambda: process_cpu(SERVER_PIDS)
+            )
             new = pairs[0][1]
             rows.append(Row(source, "local (threads)", new.seconds, new.messages, new.body_bytes))
         else:
@@ -316,6 +348,7 @@ def bench_real(version: str, count: int, body_size: int, args: argparse.Namespac
         if head.get("code") != 0:
             raise RuntimeError(f"cannot create {TOPIC}: {head}")
         address = cluster.namesrv_addr
+        SERVER_PIDS[:] = java_children()
         wait_for_route(address)
         print(f"producing {count:,} messages to {version} ...", file=sys.stderr)
         produce_rate = produce(address, count, body_size)

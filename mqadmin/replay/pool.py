@@ -13,13 +13,14 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.replay.planner import Slice
+from mqadmin.replay.records import Row
 from mqadmin.replay.sinks import Sink, as_row_sink
-from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc, run_slice, run_slice_rows
+from mqadmin.replay.worker import MessageFilter, SliceScan, SliceStats, pause_gc, run_slice, run_slice_rows
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -64,6 +65,13 @@ class SlicePool:
             and total >= PROCESS_MIN_MESSAGES
             and is_on_disk(admin.address)
         )
+        #: slice workers encode for the sink themselves (a limit cuts rows, so not with one): each
+        #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
+        #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
+        self._stream = self.rows.batch_encoder() if self.rows is not None and limit is None else None
+        self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
+            self.rows.encoder() if self.rows is not None and limit is None else None
+        )
         self.executor: Executor
         if self.processes:
             import multiprocessing
@@ -71,8 +79,10 @@ class SlicePool:
 
             ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
-            assert self.rows is not None
-            self._job = functools.partial(encode_slice, admin.address, flt=flt, encode=self.rows.encoder())
+            assert self._encode is not None  # processes only without a limit, for a row sink
+            self._job = functools.partial(
+                encode_slice, admin.address, flt=flt, encode=self._encode, stream=bool(self._stream)
+            )
         else:
             self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
 
@@ -88,6 +98,17 @@ class SlicePool:
                 self.executor.shutdown(wait=False, cancel_futures=True)
                 self.processes = False
                 self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
+        if self._encode is not None:
+            return self.executor.submit(
+                encode_slice_rows,
+                self.admin,
+                slc,
+                self.flt,
+                encode=self._encode,
+                stream=bool(self._stream),
+                stop=stop,
+                on_progress=on_progress,
+            )
         job = run_slice if self.rows is None else run_slice_rows
         return self.executor.submit(job, self.admin, slc, self.flt, stop=stop, on_progress=on_progress)
 
@@ -95,7 +116,7 @@ class SlicePool:
         """The slice's result; one that failed in a worker process is run again here, so its
         error is raised exactly as without processes (exceptions do not all cross processes)."""
         if fut not in self._remote:
-            return fut.result()
+            return fut.result()  # threads: rows, or what encode_slice_rows encoded
         self._remote.discard(fut)
         try:
             encoded, stats, finished = fut.result()
@@ -135,7 +156,7 @@ def _child_init() -> None:
 
 
 def encode_slice(
-    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, list[Any]], Any]
+    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, Sequence[Row]], Any], stream: bool = False
 ) -> SliceResult:
     """Worker process: read one slice from the store at ``address`` and encode it for the sink."""
     admin = _admins.get(address)
@@ -143,5 +164,27 @@ def encode_slice(
         from mqadmin.admin import connect
 
         admin = _admins[address] = connect(address, read_only=True)
-    rows, stats, finished = run_slice_rows(admin, slc, flt)
-    return encode(slc, rows), stats, finished
+    encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream)
+    return encoded.payload, stats, finished
+
+
+def encode_slice_rows(
+    admin: Admin,
+    slc: Slice,
+    flt: MessageFilter,
+    *,
+    encode: Callable[[Slice, Sequence[Row]], Any],
+    stream: bool,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SliceResult:
+    """A slice read and encoded for the sink by ``encode``: with ``stream`` (a sink's
+    ``batch_encoder``) one pull's rows at a time, encoded while in cache and freed at once;
+    else all its rows at the end. The writer then only writes what came out."""
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    if not stream:
+        return _Encoded(encode(slc, [r for batch in scan.rows() for r in batch])), scan.stats, scan.complete
+    out: list[bytes] = []
+    for rows in scan.rows():
+        out += encode(slc, rows)
+    return _Encoded(out), scan.stats, scan.complete

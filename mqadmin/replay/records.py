@@ -255,7 +255,8 @@ def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]
             if store is None:
                 store = hosts[store_raw] = _unpack_host(store_raw.to_bytes(8, "big"), 0, False)[0]
             # in ROW_KEYS order; the message id is the store host and the commit-log offset
-            append((topic, broker, qid, qoff, phy, f"{store_raw:016X}{phy:016X}",
+            # (%-formatting: several times faster than an f-string with format specs)
+            append((topic, broker, qid, qoff, phy, "%016X%016X" % (store_raw, phy),  # noqa: UP031
                     props.get("UNIQ_KEY"), props.get("TAGS"), props.get("KEYS"), born_ts, store_ts,
                     born, store, rc, props, body))  # fmt: skip
             pos = end

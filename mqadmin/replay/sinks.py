@@ -180,6 +180,12 @@ class RowSink(Sink, Protocol):
         """Write what ``encoder()`` made of a slice's ``count`` rows."""
         ...
 
+    def batch_encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]] | None:
+        """An ``encoder()`` whose outputs for consecutive batches of a slice's rows, concatenated,
+        are its output for the whole slice (JSON lines), or None (a Parquet part needs them all):
+        slice workers then encode each pull's rows as they come, while they are in cache."""
+        ...
+
 
 def encode_json(slc: Slice, rows: Sequence[Row]) -> list[bytes]:
     """The JSON-lines sinks' encoder (see ``json_chunks``)."""
@@ -222,6 +228,9 @@ class JsonlSink:
         return self.write_encoded(slc, json_chunks(rows), len(rows))
 
     def encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
+        return encode_json
+
+    def batch_encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
         return encode_json
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
@@ -288,6 +297,9 @@ class ParquetSink:
     def encoder(self) -> Callable[[Slice, Sequence[Row]], str | None]:
         return functools.partial(write_part, str(self.parts))
 
+    def batch_encoder(self) -> None:
+        return None
+
     def write_encoded(self, slc: Slice, encoded: str | None, count: int) -> int:
         """Move a part that ``write_part`` wrote (and synced) into place."""
         if encoded is None:
@@ -348,6 +360,9 @@ class StdoutSink:
         return self.write_encoded(slc, json_chunks(rows), len(rows))
 
     def encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
+        return encode_json
+
+    def batch_encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
         return encode_json
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:

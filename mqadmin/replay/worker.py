@@ -31,6 +31,11 @@ PULL_BATCH = 1024
 #: pulls kept in flight per slice: queue offsets are consecutive, so the next pulls are known
 #: before the answers come back, and round trips overlap (the remoting client pipelines them)
 PULL_DEPTH = 8
+#: messages kept in flight per slice, at least: a broker that caps pulls at 32 messages (a real
+#: one) gets 32 pulls in flight, since its throughput is round trips
+IN_FLIGHT_MESSAGES = 1024
+#: ... but no more pulls than this (a broker reading from disk answers 8 messages a pull)
+MAX_PULL_DEPTH = 64
 #: RocketMQ separates several keys in the KEYS property with a space
 KEY_SEPARATOR = " "
 _TAG = re.compile(r"^[^|\s]+$")
@@ -228,17 +233,28 @@ class SliceScan:
             )
         else:
             pull_raw = functools.partial(bulk, group=s.group)
+        many = getattr(self.admin, "pull_raw_many", None) if bulk is not None else None
         step = self.batch
         probing = True  # until a first answer shows the broker's cap, one pull at a time
         in_flight: deque[tuple[int, int, PendingPull | _MessagePull]] = deque()
+        depth = self.depth
         offset = ahead = s.start
         while offset < s.end:
             if self.stop is not None and self.stop.is_set():
                 return
-            while ahead < s.end and (not in_flight or (not probing and len(in_flight) < self.depth)):
-                n = min(step, s.end - ahead)
-                in_flight.append((ahead, n, pull_raw(mq, ahead, n)))
-                ahead += n
+            # refill when half the window has come back, all in one write (not a write per answer)
+            if ahead < s.end and (not in_flight or (not probing and len(in_flight) <= depth // 2)):
+                room = 1 if probing else depth - len(in_flight)
+                ranges: list[tuple[int, int]] = []
+                while ahead < s.end and len(ranges) < room:
+                    n = min(step, s.end - ahead)
+                    ranges.append((ahead, n))
+                    ahead += n
+                if many is not None and len(ranges) > 1:
+                    pulls: list[PendingPull | _MessagePull] = list(many(mq, ranges, group=s.group))
+                else:
+                    pulls = [pull_raw(mq, start, n) for start, n in ranges]
+                in_flight.extend((start, n, p) for (start, n), p in zip(ranges, pulls, strict=True))
             start, asked, pending = in_flight.popleft()
             answer = pending.result()
             nxt = answer.next_begin_offset
@@ -258,6 +274,7 @@ class SliceScan:
                 probing = False
                 if answer.status == "FOUND" and nxt < min(start + asked, s.end):
                     step = min(step, nxt - offset)  # the broker's cap per pull
+                    depth = max(self.depth, min(IN_FLIGHT_MESSAGES // step, MAX_PULL_DEPTH))
                 yield offset, answer
                 nxt = min(nxt, s.end)
             offset = nxt

@@ -216,6 +216,44 @@ def test_submit_pipelines_without_threads(server: FakeServer, client: RemotingCl
     assert [p.result().ext_fields["n"] for p in pending] == [str(i) for i in range(10)]
 
 
+def test_submit_many_writes_every_request_at_once_and_matches_each_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window of pulls goes out in one write; every request keeps its own opaque and signature,
+    and each caller gets its own reply."""
+    from mqadmin.remoting import transport
+
+    writes: list[bytes] = []
+    real_send = transport.PlainTransport.send
+
+    def counting_send(self: transport.PlainTransport, data: bytes) -> None:
+        writes.append(data)
+        real_send(self, data)
+
+    monkeypatch.setattr(transport.PlainTransport, "send", counting_send)
+    verdicts: list[bool] = []
+
+    def check(peer: Peer, cmd: RemotingCommand) -> None:
+        verdicts.append(acl.verify(cmd.ext_fields, cmd.body, "sk"))
+        echo(peer, cmd)
+
+    srv = FakeServer(check)
+    try:
+        with RemotingClient(timeout=WAIT, access_key="ak", secret_key="sk") as c:
+            pending = c.submit_many(srv.addr, [request(n=i) for i in range(12)])
+            assert [p.result().ext_fields["n"] for p in pending] == [str(i) for i in range(12)]
+        assert len(writes) == 1
+        assert len({r.opaque for r in srv.requests}) == 12 and verdicts == [True] * 12
+    finally:
+        srv.close()
+
+
+def test_submit_many_to_a_dead_address_fails_each_request_with_its_address(client: RemotingClient) -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    pending = client.submit_many(addr, [request(n=i) for i in range(3)])
+    for p in pending:
+        with pytest.raises(ConnectFailed, match=f"cannot connect to {addr}"):
+            p.result()
+
+
 def test_oneway_request_sets_the_flag_and_gets_no_reply(server: FakeServer, client: RemotingClient) -> None:
     client.invoke_oneway(server.addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, commitOffset=5))
     (sent,) = server.wait_requests(1)

@@ -92,3 +92,70 @@ def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
     finally:
         admin.close()
     assert not out.exists() and not out.with_name("o.jsonl.partial").exists()
+
+
+def test_threads_encode_each_pull_as_it_comes_and_write_what_the_rows_encode(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON lines in threads: slice workers encode each pull's rows as they arrive (here pulls of
+    64 messages, several per slice); the file is byte for byte the plan's rows encoded at once."""
+    import functools
+
+    from mqadmin.replay.records import json_lines
+    from mqadmin.replay.worker import SliceScan, run_slice_rows
+
+    pulls: list[int] = []
+
+    class SmallPulls(SliceScan):
+        def rows(self):  # type: ignore[no-untyped-def]
+            for batch in super().rows():
+                pulls.append(len(batch))
+                yield batch
+
+    monkeypatch.setattr(pool, "SliceScan", functools.partial(SmallPulls, batch=64))
+    out = tmp_path / "t.jsonl"
+    assert not replay(address, out, "jsonl", processes=False, monkeypatch=monkeypatch)
+    assert len(pulls) > 6 * 3 and max(pulls) <= 64  # every slice of 500 took several pulls
+    admin = connect(address, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0 + 100, T0 + 2900, slice_size=500)
+        flt = MessageFilter(plan.begin, plan.end)
+        want = b"".join(json_lines(run_slice_rows(admin, s, flt)[0]) for s in plan.slices)
+    finally:
+        admin.close()
+    assert out.read_bytes() == want and want.count(b"\n") == 2800
+
+
+def test_threads_write_parquet_parts_in_the_slice_workers(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet in threads: each slice worker writes its own part (pyarrow leaves the GIL while
+    it does), and the file holds every row of the plan, lossless."""
+    pytest.importorskip("pyarrow")
+    import threading
+
+    from mqadmin.replay import sinks
+    from mqadmin.replay.records import normalize, read_records, to_row
+    from mqadmin.replay.worker import run_slice
+
+    writers: list[str] = []
+    real_write_part = sinks.write_part
+
+    def spy(*args: object) -> object:
+        writers.append(threading.current_thread().name)
+        return real_write_part(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sinks, "write_part", spy)
+    out = tmp_path / "t.parquet"
+    assert not replay(address, out, "parquet", processes=False, monkeypatch=monkeypatch)
+    admin = connect(address, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("T").message_queues(), T0 + 100, T0 + 2900, slice_size=500)
+        flt = MessageFilter(plan.begin, plan.end)
+        want = [to_row(m, s.broker) for s in plan.slices for m in run_slice(admin, s, flt)[0]]
+    finally:
+        admin.close()
+    assert len(writers) == len(plan.slices) and all(name.startswith("replay") for name in writers)
+    keys = ("topic", "broker", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys")
+    keys += ("born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "properties", "body")
+    assert list(read_records(out)) == [normalize(dict(zip(keys, row, strict=True))) for row in want]

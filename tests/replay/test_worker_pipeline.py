@@ -13,7 +13,16 @@ from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.seed import fill_topic
 from mqadmin.model import MessageQueue, PullResult, RawPull
 from mqadmin.replay.planner import Slice
-from mqadmin.replay.worker import MessageFilter, PullError, SliceScan, run_slice, run_slice_rows
+from mqadmin.replay.worker import (
+    IN_FLIGHT_MESSAGES,
+    MAX_PULL_DEPTH,
+    PULL_DEPTH,
+    MessageFilter,
+    PullError,
+    SliceScan,
+    run_slice,
+    run_slice_rows,
+)
 
 T0 = 1_700_000_000_000
 PER_QUEUE = 600
@@ -86,6 +95,41 @@ def test_pipelined_rows_equal_serial_pulls(admin: Admin) -> None:
     # every offset was asked for exactly once: no pull was wasted on a known cap
     covered = sorted(o for start, n in capped.asked for o in range(start, start + min(n, 32)))
     assert covered == list(range(17, 583))
+
+
+class BatchingAdmin(CappedAdmin):
+    """A CappedAdmin that also takes a window of pulls in one call, as the remoting client does."""
+
+    def __init__(self, inner: Admin, cap: int, **kw: object):
+        super().__init__(inner, cap, **kw)  # type: ignore[arg-type]
+        self.batches: list[int] = []
+
+    def pull_raw_many(
+        self, mq: MessageQueue, ranges: list[tuple[int, int]], *, group: str | None = None
+    ) -> list[Pending]:
+        self.batches.append(len(ranges))
+        return [self.pull_raw(mq, offset, n) for offset, n in ranges]
+
+
+def test_pulls_go_out_in_windows_sized_for_the_brokers_cap(admin: Admin) -> None:
+    """A broker that caps pulls at 32 gets 1024 messages' worth (32 pulls) in flight, sent a
+    half window at a time; the rows are what one pull at a time reads."""
+    slc = Slice(0, "T", "broker-a", 0, 0, PER_QUEUE)
+    flt = MessageFilter(T0 + 5, T0 + 95)
+    capped = BatchingAdmin(admin, cap=32)
+    rows, stats, complete = run_slice_rows(capped, slc, flt)  # type: ignore[arg-type]
+    assert as_tuples(rows) == serial(admin, slc, flt) and complete and stats.scanned == PER_QUEUE
+    assert capped.most_in_flight == min(IN_FLIGHT_MESSAGES // 32, (PER_QUEUE - 32) // 32 + 1)
+    assert capped.batches and min(capped.batches) > 1  # never a write per pull after the probe
+    assert sum(capped.batches) + 1 == capped.pulls  # the probe went alone
+    # a broker that answers 200 a pull keeps the minimum depth
+    wide = BatchingAdmin(admin, cap=200)
+    run_slice_rows(wide, slc, flt)  # type: ignore[arg-type]
+    assert wide.most_in_flight <= PULL_DEPTH
+    # one that answers 4 (a broker reading from disk answers 8) gets no more than MAX_PULL_DEPTH
+    narrow = BatchingAdmin(admin, cap=4)
+    rows, _, _ = run_slice_rows(narrow, slc, flt)  # type: ignore[arg-type]
+    assert narrow.most_in_flight == MAX_PULL_DEPTH and as_tuples(rows) == serial(admin, slc, flt)
 
 
 def test_short_answers_are_filled_before_what_follows(admin: Admin) -> None:
