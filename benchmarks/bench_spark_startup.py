@@ -11,7 +11,10 @@ the start-up into: process start -> SparkContext up (JVM launch, context), -> fi
 
 Two masters: ``local[2]``, and a standalone master + worker started on loopback with the pyspark
 package's own ``bin/spark-class`` (its executors read the store through a MockServer, since an
-embedded store is a folder only a local master may read).
+embedded store is a folder only a local master may read). For each, the same replay to a
+``file://`` URI is measured in the same run, interleaved: a URI goes through Spark's own
+DataFrame writer (Spark SQL), the path every local-path replay took before the executors wrote
+their files themselves; the ratio of the medians to the first task is the gain.
 """
 
 from __future__ import annotations
@@ -55,7 +58,9 @@ def build_store(root: Path) -> None:
 EXTRA_CONF: list[str] = []
 
 
-def replay(address: str, out: Path, env: dict[str, str], engine: list[str], events: Path | None) -> Run:
+def replay(
+    address: str, out: Path, env: dict[str, str], engine: list[str], events: Path | None, uri: bool = False
+) -> Run:
     conf: list[str] = [x for kv in EXTRA_CONF for x in ("--spark-conf", kv)] if engine else []
     if events is not None:
         shutil.rmtree(events, ignore_errors=True)
@@ -67,7 +72,8 @@ def replay(address: str, out: Path, env: dict[str, str], engine: list[str], even
         }.items():
             conf += ["--spark-conf", f"{k}={v}"]
     cmd = [MQADMIN, "rangeReplay", "-n", address, "-t", TOPIC, "-b", str(T0), "-e", str(T0 + MESSAGES + 1)]
-    cmd += ["--to", f"jsonl:{out}", "--yes", *engine, *conf]
+    to = f"jsonl:{out.as_uri()}" if uri else f"jsonl:{out}"
+    cmd += ["--to", to, "--yes", *engine, *conf]
     shutil.rmtree(out, ignore_errors=True)
     if out.exists():
         out.unlink()
@@ -187,12 +193,52 @@ class Standalone:
                 p.kill()
 
 
+#: the phase a figure is read at: "command start to the first task"
+FIRST_TASK = "first task launched"
+
+
+def median_phase(runs: list[Run], phase: str) -> float:
+    return statistics.median(r.phases[phase] for r in runs)
+
+
 def report(name: str, runs: list[Run], base: float) -> None:
     wall = statistics.median(r.wall for r in runs)
     print(f"\n{name}: median {wall:.1f} s over {len(runs)} runs ({wall / base:.0f}x the local engine's {base:.2f} s)")
     for phase in runs[0].phases:
         values = [r.phases[phase] for r in runs]
         print(f"  {phase:<22} {statistics.median(values):6.1f} s   (runs: {', '.join(f'{v:.1f}' for v in values)})")
+    print(f"  median to the first task: {median_phase(runs, FIRST_TASK):.1f} s")
+
+
+def compare(master: str, runs: dict[str, list[Run]]) -> None:
+    """The two writers side by side (same run, interleaved): medians per phase and the ratio."""
+    direct, sql = runs["direct"], runs["sql"]
+    print(f"\n{master}: executors' own writer against Spark's writer (file:// URI), medians, same run")
+    print(f"  {'phase':<22} {'own':>7} {'Spark':>7} {'ratio':>6}")
+    for phase in direct[0].phases:
+        if phase in sql[0].phases:
+            a, b = median_phase(direct, phase), median_phase(sql, phase)
+            print(f"  {phase:<22} {a:6.1f}s {b:6.1f}s {b / a:5.2f}x")
+    a, b = median_phase(direct, FIRST_TASK), median_phase(sql, FIRST_TASK)
+    print(
+        f"  to the first task: {a:.1f} s against {b:.1f} s ({b / a:.2f}x); target <= 8 s: {'met' if a <= 8 else 'NOT met'}"
+    )
+
+
+def measure(
+    name: str, master: str, address: str, work: Path, env: dict[str, str], runs: int, base: float, both: bool
+) -> None:
+    """``runs`` replays on ``master`` (and, interleaved, the same to a file:// URI)."""
+    engine = ["--engine", "spark", "--spark-master", master]
+    out: dict[str, list[Run]] = {"direct": [], "sql": []}
+    for _ in range(runs):
+        out["direct"].append(replay(address, work / "o", env, engine, work / "ev"))
+        if both:
+            out["sql"].append(replay(address, work / "o", env, engine, work / "ev", uri=True))
+    report(name, out["direct"], base)
+    if both:
+        report(f"{name}, Spark's writer (file:// URI)", out["sql"], base)
+        compare(name, out)
 
 
 def main() -> None:
@@ -200,6 +246,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-standalone", action="store_true")
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument(
+        "--skip-spark-writer", action="store_true", help="do not measure the same replay through Spark's writer"
+    )
     parser.add_argument("--conf", action="append", default=[], help="k=v added to every Spark run (to try a setting)")
     args = parser.parse_args()
     EXTRA_CONF.extend(args.conf)
@@ -213,13 +262,9 @@ def main() -> None:
         local = [replay(embedded, work / "out-local.jsonl", env, [], None) for _ in range(args.runs)]
         base = statistics.median(r.wall for r in local)
         print(f"plan: {MESSAGES} messages of 1 KiB in 8 queues; baseline, the local engine: {base:.2f} s (median)")
+        both = not args.skip_spark_writer
         if not args.skip_local:
-            engine = ["--engine", "spark", "--spark-master", "local[2]"]
-            report(
-                "spark local[2]",
-                [replay(embedded, work / "o", env, engine, work / "ev") for _ in range(args.runs)],
-                base,
-            )
+            measure("spark local[2]", "local[2]", embedded, work, env, args.runs, base, both)
         if not args.skip_standalone:
             from mqadmin.mock.cluster import MockCluster
             from mqadmin.mock.server import MockServer
@@ -228,11 +273,8 @@ def main() -> None:
             server = MockServer(cluster, namesrv_port=0).start()
             standalone = Standalone(work)
             try:
-                engine = ["--engine", "spark", "--spark-master", standalone.url]
-                runs = [
-                    replay(server.namesrv_addr, work / "out-sa", env, engine, work / "ev") for _ in range(args.runs)
-                ]
-                report(f"spark standalone ({standalone.url}, 1 worker x 2 cores)", runs, base)
+                name = f"spark standalone ({standalone.url}, 1 worker x 2 cores)"
+                measure(name, standalone.url, server.namesrv_addr, work, env, args.runs, base, both)
             finally:
                 standalone.stop()
                 server.stop()

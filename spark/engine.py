@@ -1,9 +1,10 @@
-"""Running a replay plan on Spark: the session at the edge, waves of slices, checkpoints.
+"""Running a replay plan on Spark: the context at the edge, waves of slices, checkpoints.
 
-The caller may pass its own SparkSession (tests, notebooks) and keeps owning it; otherwise one
-is built from ``--spark-master``/``--spark-conf`` and stopped at the end. Without a checkpoint
-the whole plan is one job; with one, slices run in waves and each finished wave is recorded, so
-a resumed run appends only the waves that were not written.
+The caller may pass its own SparkSession or SparkContext (tests, notebooks) and keeps owning
+it; otherwise a SparkContext is built from ``--spark-master``/``--spark-conf`` and stopped at
+the end. Every job is an RDD job: no Spark SQL start unless Spark's own writers are needed (a
+URI target). Without a checkpoint the whole plan is one job; with one, slices run in waves and
+each finished wave is recorded, so a resumed run appends only the waves that were not written.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
-from . import SECRET_ENV, check_master, is_local_master, jobs, unavailable_reason
+from . import SECRET_ENV, check_master, files, is_local_master, jobs, unavailable_reason
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from mqadmin.admin import Admin
@@ -49,10 +51,11 @@ SESSION_DEFAULTS = {
 }
 
 
-def build_session(
+def build_context(
     master: str = "local[*]", conf: dict[str, str] | None = None, app_name: str = APP_NAME
-) -> SparkSession:
-    """A SparkSession for ``master`` with our quiet defaults under the user's ``conf``.
+) -> SparkContext:
+    """A SparkContext for ``master`` with our quiet defaults under the user's ``conf``: what every
+    replay job needs (RDDs only; Spark SQL starts only if a DataFrame writer is asked for).
 
     Local masters run executors with this very Python (where mqadmin is installed); any other
     master gets the mqadmin code shipped as a zip, since it may not be installed there.
@@ -63,20 +66,30 @@ def build_session(
     if is_local_master(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
     settings = {**SESSION_DEFAULTS, **(conf or {})}
     if "spark.driver.extraJavaOptions" not in settings:
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
-    builder = SparkSession.builder.master(master).appName(app_name)
+    spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     for k, v in settings.items():
-        builder = builder.config(k, v)
+        spark_conf.set(k, v)
     with _secrets_out_of_environ():
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+        sc = SparkContext.getOrCreate(spark_conf)
+    sc.setLogLevel("ERROR")
     if not is_local_master(master):
-        spark.sparkContext.addPyFile(str(cached_code_zip()))
-    return spark
+        sc.addPyFile(str(cached_code_zip()))
+    return sc
+
+
+def build_session(
+    master: str = "local[*]", conf: dict[str, str] | None = None, app_name: str = APP_NAME
+) -> SparkSession:
+    """``build_context`` wrapped in a SparkSession, for callers that want one (notebooks, tests)."""
+    build_context(master, conf, app_name)
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()
 
 
 @contextmanager
@@ -181,7 +194,7 @@ def run_replay(
     stdout: TextIO | None = None,
     admin: Admin | None = None,
     note: Callable[[str], None] | None = None,
-    spark: SparkSession | None = None,
+    spark: jobs.Spark | None = None,
     wave_size: int | None = None,
     on_wave: Callable[[int, int], None] | None = None,
 ) -> ReplayOutcome:
@@ -195,49 +208,48 @@ def run_replay(
     spec = jobs.ConnectSpec.of(address)
     check_master(spec.address, master)
     t0 = time.monotonic()
-    with _session(master, conf, spark, note) as session:
-        job = _Job(session, spec, flt, target, stdout, admin)
+    with _session(master, conf, spark, note) as sc:
+        job = _Job(sc, spec, flt, target, stdout, admin, note)
         return _run(job, plan, overwrite, checkpoint, wave_size, on_wave, t0)
 
 
 @contextmanager
 def _session(
-    master: str, conf: dict[str, str] | None, spark: SparkSession | None, note: Callable[[str], None] | None
-) -> Iterator[SparkSession]:
-    """The session a job runs in, and the one place job failures become one line.
+    master: str, conf: dict[str, str] | None, spark: jobs.Spark | None, note: Callable[[str], None] | None
+) -> Iterator[SparkContext]:
+    """The context a job runs in, and the one place job failures become one line.
 
-    A session passed in, or one already running in this process (a notebook, a test that calls
-    the CLI in-process), belongs to its caller: it is used and left running. Otherwise one is
-    built from ``master``/``conf`` and stopped at the end.
+    A session or context passed in, or one already running in this process (a notebook, a test
+    that calls the CLI in-process), belongs to its caller: it is used and left running.
+    Otherwise one is built from ``master``/``conf`` and stopped at the end.
     """
     own = False
-    if spark is None:
-        spark = _running_session()
-        if spark is not None and note is not None:
-            note(
-                f"using the Spark session already running in this process "
-                f"({spark.sparkContext.master}); --spark-master and --spark-conf do not apply"
-            )
-    if spark is None:
-        spark, own = build_session(master, conf), True
+    sc = jobs.context_of(spark) if spark is not None else _running_context()
+    if spark is None and sc is not None and note is not None:
+        note(
+            f"using the Spark session already running in this process "
+            f"({sc.master}); --spark-master and --spark-conf do not apply"
+        )
+    if sc is None:
+        sc, own = build_context(master, conf), True
     try:
-        yield spark
+        yield sc
     except Exception as exc:
         if isinstance(exc, MqadminError):
             raise
         raise MqadminError(f"the Spark job failed: {job_error(exc)}") from exc
     finally:
         if own:
-            spark.stop()
+            sc.stop()
 
 
-def _running_session() -> SparkSession | None:
-    """This thread's active session, if pyspark is loaded at all (never imports it otherwise)."""
-    if "pyspark.sql" not in sys.modules:
+def _running_context() -> SparkContext | None:
+    """The context running in this process, if pyspark is loaded at all (never imports it)."""
+    if "pyspark" not in sys.modules:
         return None
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
-    return SparkSession.getActiveSession()
+    return SparkContext._active_spark_context
 
 
 def search_offsets(
@@ -246,14 +258,14 @@ def search_offsets(
     *,
     master: str = "local[*]",
     conf: dict[str, str] | None = None,
-    spark: SparkSession | None = None,
+    spark: jobs.Spark | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[int]:
     """The broker's store-time search for many (topic, broker, queue id, ts), on the executors."""
     spec = jobs.ConnectSpec.of(address)
     check_master(spec.address, master)
-    with _session(master, conf, spark, note) as session:
-        return [found[4] for found in jobs.bulk_search(session, spec, queries)]
+    with _session(master, conf, spark, note) as sc:
+        return [found[4] for found in jobs.bulk_search(sc, spec, queries)]
 
 
 def scan_first_matches(
@@ -264,15 +276,15 @@ def scan_first_matches(
     *,
     master: str = "local[*]",
     conf: dict[str, str] | None = None,
-    spark: SparkSession | None = None,
+    spark: jobs.Spark | None = None,
     note: Callable[[str], None] | None = None,
 ) -> dict[MessageQueue, FirstMatch]:
     """Per queue, the first message whose ``field`` is at or after ``ts``: every slice scanned at
     once, one partition each, then the earliest hit of each queue kept."""
     spec = jobs.ConnectSpec.of(address)
     check_master(spec.address, master)
-    with _session(master, conf, spark, note) as session:
-        return earliest_per_queue(slices, jobs.first_matches(session, spec, slices, field, ts))
+    with _session(master, conf, spark, note) as sc:
+        return earliest_per_queue(slices, jobs.first_matches(sc, spec, slices, field, ts))
 
 
 def _is_embedded(address: str) -> bool:
@@ -296,7 +308,7 @@ def _run(
     done = dict(checkpoint.done) if checkpoint else {}
     stats: dict[int, SliceStats] = dict(done)
     todo = [s for s in plan.slices if s.index not in done]
-    parallelism = max(job.spark.sparkContext.defaultParallelism, 1)
+    parallelism = max(job.sc.defaultParallelism, 1)
     size = wave_size or (parallelism * WAVE_PER_CORE if checkpoint else max(len(todo), 1))
     resumed = checkpoint is not None and checkpoint.loaded
     for n, wave in enumerate(_waves(todo, size)):
@@ -318,15 +330,16 @@ def _run(
 
 @dataclass(frozen=True)
 class _Job:
-    """What every wave of one replay shares: the session, the store, the filter and the target
+    """What every wave of one replay shares: the context, the store, the filter and the target
     (``stdout`` and the driver's ``admin`` where the driver writes or sends)."""
 
-    spark: SparkSession
+    sc: SparkContext
     spec: jobs.ConnectSpec
     flt: MessageFilter
     target: Target
     stdout: TextIO | None
     admin: Admin | None
+    note: Callable[[str], None] | None = None
 
     def run_wave(self, wave: Sequence[Slice], file_mode: str) -> Iterable[SliceStats]:
         """Run one wave. The stats of its slices come out once they are safely written: for
@@ -340,7 +353,7 @@ class _Job:
             return [wave_stats.get(s.index) or SliceStats(s.index) for s in wave]
         if target.scheme == "stdout" or (target.is_send and _is_embedded(self.spec.address)):
             return self.stream(wave, self.driver_sink())
-        sent = jobs.send(self.spark, wave, self.spec, self.flt, target.scheme, target.value).collect()
+        sent = jobs.send(self.sc, wave, self.spec, self.flt, target.scheme, target.value).collect()
         return [SliceStats.from_json(doc) for _, doc in sent]
 
     def driver_sink(self) -> Sink:
@@ -355,9 +368,20 @@ class _Job:
         return TopicSink(self.admin, target.value) if target.scheme == "topic" else GroupSink(self.admin, target.value)
 
     def write_files(self, wave: Sequence[Slice], mode: str) -> dict[int, SliceStats]:
-        """Spark's writers put the wave's output under the target; stats come by accumulator."""
-        spark, spec, flt, target = self.spark, self.spec, self.flt, self.target
-        acc: Any = spark.sparkContext.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type]
+        """The executors write the wave's files under a local (or mounted) target themselves;
+        Spark's writers write to a URI, or Parquet where executors have no pyarrow."""
+        spec, flt, target = self.spec, self.flt, self.target
+        if not target.is_remote_path:
+            why = files.unsupported(self.sc, target.scheme)
+            if why is None:
+                written = files.write(self.sc, wave, spec, flt, target.scheme, Path(target.value), mode)
+                if written is not None:
+                    return written
+                why = "the executors have no pyarrow"
+            if self.note is not None:
+                self.note(f"Spark's own writer writes {target} ({why}): Spark SQL starts, which takes a few seconds")
+        spark = jobs.session_of(self.sc)
+        acc: Any = self.sc.accumulator({}, jobs.StatsParam())  # type: ignore[arg-type]
         if target.scheme == "jsonl":
             jobs.write_jsonl(spark, jobs.scan_lines(spark, wave, spec, flt, acc), target.value, mode)
         else:
@@ -370,9 +394,9 @@ class _Job:
         pending: list[Any] = []
         items: Iterator[jobs.StreamedLine | jobs.StreamedMessage]
         if isinstance(sink, StdoutSink):
-            items = jobs.stream_lines(self.spark, wave, self.spec, self.flt).toLocalIterator(prefetchPartitions=True)
+            items = jobs.stream_lines(self.sc, wave, self.spec, self.flt).toLocalIterator(prefetchPartitions=True)
         else:
-            items = jobs.stream_messages(self.spark, wave, self.spec, self.flt).toLocalIterator(prefetchPartitions=True)
+            items = jobs.stream_messages(self.sc, wave, self.spec, self.flt).toLocalIterator(prefetchPartitions=True)
         for index, payload, marker in items:
             if marker is None:
                 pending.append(payload)

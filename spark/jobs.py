@@ -23,11 +23,14 @@ from mqadmin.replay.search import FirstMatch, TimeField, first_match
 from mqadmin.replay.worker import MessageFilter, SliceScan, pause_gc
 
 if TYPE_CHECKING:
-    from pyspark import RDD
+    from pyspark import RDD, SparkContext
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
     from mqadmin.admin import Admin
+
+    #: a running Spark: a context, or a session over one (what notebooks and tests hold)
+    Spark = SparkSession | SparkContext
 
 #: What each job's executors yield, one shape per job (checked by mypy at both ends):
 #: (broker, queue id, JSON line) per kept message: the JSONL writer, partitioned by queue
@@ -40,6 +43,23 @@ StreamedLine = tuple[int, str, None] | tuple[int, None, dict[str, int]]
 StreamedMessage = tuple[int, Message, None] | tuple[int, None, dict[str, int]]
 #: (slice index, stats) once per slice: executors sent the messages themselves
 SentSlice = tuple[int, dict[str, int]]
+
+
+def context_of(spark: Spark) -> SparkContext:
+    """The SparkContext of a session, or the context itself: RDD jobs need nothing more."""
+    from pyspark.sql import SparkSession
+
+    return spark.sparkContext if isinstance(spark, SparkSession) else spark
+
+
+def session_of(spark: Spark) -> SparkSession:
+    """A SparkSession over the running context (Spark's DataFrame writers need one; building it
+    starts Spark SQL, which costs seconds the first time, so only those writers ask)."""
+    from pyspark.sql import SparkSession
+
+    if isinstance(spark, SparkSession):
+        return spark
+    return SparkSession.builder.getOrCreate()
 
 
 class StatsParam:
@@ -128,7 +148,7 @@ def _private_file(folder: str, name: str, data: bytes) -> str:
 
 
 @contextmanager
-def _executor_admin(spec: ConnectSpec, *, read_only: bool) -> Iterator[Admin]:
+def executor_admin(spec: ConnectSpec, *, read_only: bool) -> Iterator[Admin]:
     """An executor's own connection (a mock:// store opens read-only when the job only reads),
     with the garbage collector paused while it replays (see pause_gc)."""
     resume_gc = pause_gc()
@@ -139,7 +159,7 @@ def _executor_admin(spec: ConnectSpec, *, read_only: bool) -> Iterator[Admin]:
         resume_gc()
 
 
-def _scans(admin: Admin, slice_docs: Iterable[dict[str, Any]], filter_doc: dict[str, Any]) -> Iterator[SliceScan]:
+def scans(admin: Admin, slice_docs: Iterable[dict[str, Any]], filter_doc: dict[str, Any]) -> Iterator[SliceScan]:
     """A scan of each slice of the partition (one, normally) with the shared slice worker."""
     flt = MessageFilter.from_json(filter_doc)
     for doc in slice_docs:
@@ -153,7 +173,7 @@ def _lines(scan: SliceScan) -> Iterator[str]:
         yield from b"".join(json_chunks(rows)).decode("utf-8").split("\n")[:-1]
 
 
-def _finished(scan: SliceScan) -> dict[str, int]:
+def finished(scan: SliceScan) -> dict[str, int]:
     """The stats of a scanned slice whose every kept message went out."""
     scan.stats.written = scan.stats.matched
     return scan.stats.to_json()
@@ -163,50 +183,50 @@ def lines_partition(
     slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], stats: Any = None
 ) -> Iterator[LineItem]:
     """Executor side of a JSONL write; each slice's stats go to the ``stats`` accumulator."""
-    with _executor_admin(spec, read_only=True) as admin:
-        for scan in _scans(admin, slice_docs, filter_doc):
+    with executor_admin(spec, read_only=True) as admin:
+        for scan in scans(admin, slice_docs, filter_doc):
             slc = scan.slice
             for line in _lines(scan):
                 yield (slc.broker, slc.queue_id, line)
             if stats is not None:
-                stats.add({slc.index: _finished(scan)})
+                stats.add({slc.index: finished(scan)})
 
 
 def rows_partition(
     slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], stats: Any = None
 ) -> Iterator[SparkRow]:
     """Executor side of a Parquet write; each slice's stats go to the ``stats`` accumulator."""
-    with _executor_admin(spec, read_only=True) as admin:
-        for scan in _scans(admin, slice_docs, filter_doc):
+    with executor_admin(spec, read_only=True) as admin:
+        for scan in scans(admin, slice_docs, filter_doc):
             for rows in scan.rows():
                 for row in rows:
                     yield row[:-1] + (bytes(row[-1]),)  # bodies cross to the JVM as bytes
             if stats is not None:
-                stats.add({scan.slice.index: _finished(scan)})
+                stats.add({scan.slice.index: finished(scan)})
 
 
 def stream_lines_partition(
     slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any]
 ) -> Iterator[StreamedLine]:
     """Executor side of a replay to stdout: JSON lines for the driver to print in plan order."""
-    with _executor_admin(spec, read_only=True) as admin:
-        for scan in _scans(admin, slice_docs, filter_doc):
+    with executor_admin(spec, read_only=True) as admin:
+        for scan in scans(admin, slice_docs, filter_doc):
             index = scan.slice.index
             for line in _lines(scan):
                 yield (index, line, None)
-            yield (index, None, _finished(scan))
+            yield (index, None, finished(scan))
 
 
 def stream_messages_partition(
     slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any]
 ) -> Iterator[StreamedMessage]:
     """Executor side of a send the driver makes (executors cannot write an embedded store)."""
-    with _executor_admin(spec, read_only=True) as admin:
-        for scan in _scans(admin, slice_docs, filter_doc):
+    with executor_admin(spec, read_only=True) as admin:
+        for scan in scans(admin, slice_docs, filter_doc):
             index = scan.slice.index
             for msg in scan:
                 yield (index, msg, None)
-            yield (index, None, _finished(scan))
+            yield (index, None, finished(scan))
 
 
 def send_partition(
@@ -216,21 +236,21 @@ def send_partition(
     (``scheme`` "topic" or "group") over the executor's own writable connection."""
     from mqadmin.replay.sinks import GroupSink, Sink, TopicSink
 
-    with _executor_admin(spec, read_only=False) as admin:
+    with executor_admin(spec, read_only=False) as admin:
         sink: Sink = TopicSink(admin, target) if scheme == "topic" else GroupSink(admin, target)
-        for scan in _scans(admin, slice_docs, filter_doc):
+        for scan in scans(admin, slice_docs, filter_doc):
             scan.stats.written = sink.write(scan.slice, list(scan))
             yield (scan.slice.index, scan.stats.to_json())
 
 
-def slices_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
+def slices_rdd(spark: Spark, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
     """One partition per slice, in plan order (so partition order is output order)."""
     docs = [s.to_json() for s in slices]
-    return spark.sparkContext.parallelize(docs, numSlices=max(len(docs), 1))
+    return context_of(spark).parallelize(docs, numSlices=max(len(docs), 1))
 
 
 def scan_lines(
-    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, stats: Any
+    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, stats: Any
 ) -> RDD[LineItem]:
     """The RDD of JSONL lines for ``slices`` (lazy: nothing runs yet)."""
     job = functools.partial(lines_partition, spec=spec, filter_doc=flt.to_json(), stats=stats)
@@ -238,23 +258,21 @@ def scan_lines(
 
 
 def scan_rows(
-    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, stats: Any
+    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, stats: Any
 ) -> RDD[SparkRow]:
     """The RDD of Parquet rows for ``slices`` (lazy)."""
     job = functools.partial(rows_partition, spec=spec, filter_doc=flt.to_json(), stats=stats)
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
-def stream_lines(
-    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
-) -> RDD[StreamedLine]:
+def stream_lines(spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter) -> RDD[StreamedLine]:
     """The RDD of lines and per-slice stats markers for the driver to print (lazy)."""
     job = functools.partial(stream_lines_partition, spec=spec, filter_doc=flt.to_json())
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
 def stream_messages(
-    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
+    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
 ) -> RDD[StreamedMessage]:
     """The RDD of messages and per-slice stats markers for the driver to send (lazy)."""
     job = functools.partial(stream_messages_partition, spec=spec, filter_doc=flt.to_json())
@@ -262,7 +280,7 @@ def stream_messages(
 
 
 def send(
-    spark: SparkSession, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, scheme: str, target: str
+    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, scheme: str, target: str
 ) -> RDD[SentSlice]:
     """The RDD of a send by the executors (lazy). Copies must keep each queue's order, so a
     queue's slices run in one partition, in order."""
@@ -272,13 +290,13 @@ def send(
     return queue_partitions_rdd(spark, slices).mapPartitions(job)
 
 
-def queue_partitions_rdd(spark: SparkSession, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
+def queue_partitions_rdd(spark: Spark, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
     """One partition per queue holding its slices in offset order (for the sending modes)."""
     by_queue: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for s in slices:
         by_queue.setdefault((s.broker, s.queue_id), []).append(s.to_json())
     groups = list(by_queue.values())
-    return spark.sparkContext.parallelize(groups, numSlices=max(len(groups), 1)).flatMap(lambda docs: docs)
+    return context_of(spark).parallelize(groups, numSlices=max(len(groups), 1)).flatMap(lambda docs: docs)
 
 
 def row_schema() -> StructType:
@@ -318,7 +336,7 @@ def row_schema() -> StructType:
     )
 
 
-def write_jsonl(spark: SparkSession, lines: RDD[LineItem], path: str, mode: str) -> None:
+def write_jsonl(spark: Spark, lines: RDD[LineItem], path: str, mode: str) -> None:
     """JSON lines through Spark's text writer, one folder per queue (``broker=…/queue_id=…``).
 
     The lines are the local engine's bytes exactly (records keep broker and queue_id too), which
@@ -332,13 +350,13 @@ def write_jsonl(spark: SparkSession, lines: RDD[LineItem], path: str, mode: str)
             StructField("value", StringType(), False),
         ]
     )
-    df = spark.createDataFrame(lines, schema, verifySchema=False)
+    df = session_of(spark).createDataFrame(lines, schema, verifySchema=False)
     df.write.mode(mode).partitionBy("broker", "queue_id").option("compression", "none").text(path)
 
 
-def write_parquet(spark: SparkSession, rows: RDD[SparkRow], path: str, mode: str) -> None:
+def write_parquet(spark: Spark, rows: RDD[SparkRow], path: str, mode: str) -> None:
     """Parquet through Spark's writer, partitioned by queue (Hive-style folders)."""
-    df = spark.createDataFrame(rows, row_schema(), verifySchema=False)
+    df = session_of(spark).createDataFrame(rows, row_schema(), verifySchema=False)
     df.write.mode(mode).partitionBy("broker", "queue_id").parquet(path)
 
 
@@ -350,13 +368,13 @@ def search_partition(queries: Iterable[tuple[str, str, int, int]], *, spec: Conn
 
 
 def bulk_search(
-    spark: SparkSession, spec: ConnectSpec, queries: Sequence[tuple[str, str, int, int]], partitions: int | None = None
+    spark: Spark, spec: ConnectSpec, queries: Sequence[tuple[str, str, int, int]], partitions: int | None = None
 ) -> list[tuple[str, str, int, int, int]]:
     """Many (topic, broker, queue id, timestamp) searches spread over executors, in input order."""
     if not queries:
         return []
-    n = partitions or min(len(queries), max(spark.sparkContext.defaultParallelism * 4, 1))
-    rdd = spark.sparkContext.parallelize(list(queries), numSlices=n)
+    n = partitions or min(len(queries), max(context_of(spark).defaultParallelism * 4, 1))
+    rdd = context_of(spark).parallelize(list(queries), numSlices=n)
     out: list[tuple[str, str, int, int, int]] = rdd.mapPartitions(
         functools.partial(search_partition, spec=spec)
     ).collect()
@@ -377,7 +395,7 @@ def first_match_partition(
 
 
 def first_matches(
-    spark: SparkSession, spec: ConnectSpec, slices: Sequence[Slice], field: TimeField, ts: int
+    spark: Spark, spec: ConnectSpec, slices: Sequence[Slice], field: TimeField, ts: int
 ) -> list[FirstMatch | None]:
     """Scan every slice at once, one partition per slice, each up to its own first match; the
     results come back in slice order (``earliest_per_queue`` turns them into per-queue answers)."""
