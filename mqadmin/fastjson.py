@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import decimal
 import enum
+import gc
 import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Final
 
 from mqadmin.model import MessageQueue
@@ -275,6 +277,19 @@ def loads(text: str | bytes) -> Any:
 _MQ_KEY_RE: Final = re.compile(r'\{"brokerName":"([^"\\]*)","queueId":(-?\d+),"topic":"([^"\\]*)"\}:')
 #: what a rewritten queue key starts with; NUL is in no topic or broker name
 _MQ_KEY_MARK: Final = "\x00"
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a big reply becomes objects (JSON holds no cycles;
+    reference counting frees them), back to what it was afterwards."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def loads_queue_keyed(text: str | bytes) -> Any:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mqadmin.protocol import versions
 
@@ -17,6 +19,15 @@ class MessageQueue:
 
     def __str__(self) -> str:
         return f"{self.topic}@{self.broker_name}:{self.queue_id}"
+
+
+V = TypeVar("V")
+
+
+def in_queue_order(table: Mapping[MessageQueue, V]) -> dict[MessageQueue, V]:
+    """``table`` with its queues in the Java tool's row order. Sorted by a key tuple: comparing
+    the dataclasses themselves runs in Python, which made 10,000 groups' tables cost 0.2 s."""
+    return dict(sorted(table.items(), key=lambda item: (item[0].topic, item[0].broker_name, item[0].queue_id)))
 
 
 @dataclass(frozen=True)

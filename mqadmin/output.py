@@ -137,7 +137,8 @@ def render(result: Result, fmt: str, env: Env) -> None:
     if result.stdout_used:
         env = Env(stdout=env.stderr, stderr=env.stderr, stdin=env.stdin, color=env.color)
     if fmt == "json":
-        json.dump(result.to_json(), env.stdout, indent=2, ensure_ascii=False)
+        # one write: json.dump would make one per token (200,000 for 10,000 groups)
+        env.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         env.stdout.write("\n")
     elif fmt in EXTRA_FORMATS:
         env.stdout.write(getattr(result, f"{fmt}_text")())

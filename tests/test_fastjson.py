@@ -11,6 +11,7 @@ import pytest
 
 from mqadmin.fastjson import (
     FrozenObject,
+    collector_paused,
     dumps,
     dumps_pretty,
     loads,
@@ -371,3 +372,20 @@ def _is_mq(key: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_collector_paused_restores_the_collector_even_on_error() -> None:
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(ValueError), collector_paused():
+        assert not gc.isenabled()
+        raise ValueError("a reply that cannot be read")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()

@@ -29,6 +29,7 @@ from mqadmin.model import (
     RawPull,
     SendResult,
     TopicRoute,
+    in_queue_order,
 )
 from mqadmin.protocol.constants import RETRY_PREFIX
 
@@ -193,7 +194,7 @@ class MockAdmin:
             stats = broker.consume_stats(group, topic)
             table.update(stats.offsets)
             tps += stats.consume_tps
-        return ConsumeStats(dict(sorted(table.items())), tps)
+        return ConsumeStats(in_queue_order(table), tps)
 
     def consume_stats_all(
         self, groups: Sequence[str], *, partial: bool = False

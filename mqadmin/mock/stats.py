@@ -85,25 +85,38 @@ def broker_consume_stats(broker: MockBroker, is_order: bool) -> list[tuple[str, 
     for key in broker.offsets:
         topic, _, group = key.partition("@")
         topics_of[group].append(topic)
+    # thousands of groups stand on the same few queues: each queue's object and end, and each
+    # store time, are read once per request, not once per group
+    queues: dict[str, list[tuple[MessageQueue, int]]] = {}
+    store_times: dict[tuple[str, int, int], int] = {}
+
+    def last_time(t: str, qid: int, consumer: int) -> int:
+        if consumer <= 0:
+            return 0
+        key = (t, qid, consumer)
+        if key not in store_times:
+            store_times[key] = broker.store_time_at(t, qid, consumer - 1) or 0
+        return store_times[key]
+
     out: list[tuple[str, list[ConsumeStats]]] = []
     for group in sorted(broker.groups):
-        subscribed = {t for c in broker.clients.get(group, {}).values() for t in c.subscriptions}
+        clients = broker.clients.get(group)
+        subscribed = {t for c in clients.values() for t in c.subscriptions} if clients else None
         per_topic: list[ConsumeStats] = []
         for t in sorted(topics_of.get(group, ())):
             cfg = broker.topics.get(t)
             if cfg is None or (is_order and not cfg.get("order")) or (subscribed and t not in subscribed):
                 continue
-            table: dict[MessageQueue, OffsetWrapper] = {}
+            if t not in queues:
+                queues[t] = [
+                    (MessageQueue(t, broker.name, qid), max(broker.max_offset(t, qid), 0))
+                    for qid in range(int(cfg["writeQueueNums"]))
+                ]
             committed = broker.offsets.get(broker.key(t, group), {})
-            for qid in range(int(cfg["writeQueueNums"])):
-                consumer = max(committed.get(qid, -1), 0)
-                last = broker.store_time_at(t, qid, consumer - 1) if consumer > 0 else None
-                table[MessageQueue(t, broker.name, qid)] = OffsetWrapper(
-                    broker_offset=max(broker.max_offset(t, qid), 0),
-                    consumer_offset=consumer,
-                    last_timestamp=last or 0,
-                    pull_offset=0,
-                )
+            table: dict[MessageQueue, OffsetWrapper] = {}
+            for mq, broker_offset in queues[t]:
+                consumer = max(committed.get(mq.queue_id, -1), 0)
+                table[mq] = OffsetWrapper(broker_offset, consumer, last_time(t, mq.queue_id, consumer), 0)
             per_topic.append(ConsumeStats(table, broker.pulls.tps(group, [t])))
         out.append((group, per_topic))
     return out

@@ -24,6 +24,7 @@ from mqadmin.model import (
     MessageQueue,
     OffsetWrapper,
     QueueStats,
+    in_queue_order,
 )
 from mqadmin.protocol.codec import DEFAULT_LANGUAGE, RemotingCommand
 from mqadmin.protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -206,7 +207,7 @@ class RemotingAdmin(MessageSession):
             part_table, part_tps = replies.consume_stats(addr, self._checked(addr, reply))
             table.update(part_table)
             tps += part_tps
-        return ConsumeStats(dict(sorted(table.items())), tps, missing)
+        return ConsumeStats(in_queue_order(table), tps, missing)
 
     def consume_stats_all(
         self, groups: Sequence[str], *, partial: bool = False
@@ -255,7 +256,7 @@ class RemotingAdmin(MessageSession):
             failed = {g: failed.get(g) or cause for g in wanted}
         out: dict[str, ConsumeStats | errors.MqadminError] = {}
         for g in wanted:
-            stats = ConsumeStats(dict(sorted(tables[g].items())), tps[g], missing[g] if partial else {})
+            stats = ConsumeStats(in_queue_order(tables[g]), tps[g], missing[g] if partial else {})
             out[g] = failed.get(g) or stats
         return out
 
@@ -417,7 +418,7 @@ class RemotingAdmin(MessageSession):
                 table.update({mq: int(o) for mq, o in fastjson.mq_table(data.get("offsetTable") or {}).items()})
             except (AttributeError, TypeError, ValueError) as exc:
                 raise MalformedReply(f"unexpected reset result from {addr}: {exc!r}", addr) from None
-        return dict(sorted(table.items()))
+        return in_queue_order(table)
 
 
 def _max_offset_request(mq: MessageQueue) -> RemotingCommand:
