@@ -21,11 +21,11 @@ The local engine replays each ``--formats`` output alternately with a baseline m
 same run (the Message-per-record path with the standard library's JSON encoder); the medians of
 ``--repeat`` runs, the ratio and the client's CPU time per message are printed.
 
-Measured here (2 cores shared with other work, load average 4-15; medians of 3; two runs):
+Measured here (2 cores, load average about 1; medians of 3):
 
-    source          local engine          baseline             ratio    client CPU us/msg
-    mock server 1M  123,502-132,185 msg/s 38,450-39,815 msg/s  3.1-3.4x 21 -> 5.3-5.4
-    real 5.3.3 200k  61,702-64,784 msg/s  30,179-31,471 msg/s  2.0-2.1x 23 -> 9.3-9.9
+    source          local engine     baseline        ratio  client CPU us/msg  server CPU us/msg
+    mock server 1M  156,761 msg/s    49,746 msg/s    3.2x   22.1 -> 6.1        1.9 -> 1.8
+    real 5.3.3 200k 144,945 msg/s    46,342 msg/s    3.1x   21.4 -> 6.2        3.8 -> 2.7
 
 Before bulk decoding and pipelined pulls: 16.4 k msg/s from the mock server, 11.9-15.9 k from
 5.3.3. A real broker answers at most 32 messages a pull, so each message carries a 32nd of a
