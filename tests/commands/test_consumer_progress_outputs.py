@@ -15,7 +15,7 @@ import pytest
 from conftest import HOUR_MS, CliResult, Store
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.terminal import Terminal
+from tests.support.terminal import Terminal, default_sigint
 
 
 def java_rows(text: str, first: str) -> list[dict[str, str]]:
@@ -136,6 +136,7 @@ def test_watch_piped_prints_json_lines_and_stops_quietly(make_store: Callable[..
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "MQADMIN_HOME": str(mqadmin_home)},
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None

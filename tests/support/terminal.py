@@ -22,6 +22,13 @@ from types import TracebackType
 import pyte
 
 
+def default_sigint() -> None:
+    """In a child before exec: SIGINT back to its default action. A suite started in the
+    background of a non-interactive shell inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt; a test sending SIGINT plays a person's Ctrl-C, which that child must get."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     def __init__(
         self,
@@ -41,6 +48,7 @@ class Terminal:
             try:
                 if cwd is not None:
                     os.chdir(cwd)
+                default_sigint()
                 os.execvpe(argv[0], list(argv), child_env)
             finally:
                 os._exit(127)
