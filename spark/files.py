@@ -16,6 +16,7 @@ shared mount); URIs (``s3a://``, ``hdfs://``) go through Spark's writers.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import uuid
@@ -28,6 +29,7 @@ from mqadmin.errors import UsageError
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row, json_chunks
 from mqadmin.replay.worker import SliceStats
+from mqadmin.safety import fsync_dir
 
 from . import jobs
 
@@ -230,8 +232,6 @@ def write(
     """Run one job that writes ``slices`` under ``path`` (mode ``errorifexists``, ``overwrite``
     or ``append``) and commit it; the stats of the written slices, or None when the executors
     cannot write the format (then nothing has changed)."""
-    import functools
-
     codec = parquet_codec(sc) if scheme == "parquet" else "snappy"
     created = not path.exists()
     prepare(path, mode)
@@ -274,17 +274,9 @@ def commit(path: Path, files: Sequence[tuple[str, str]], mode: str) -> None:
             folders.add(dest.parent)
         os.replace(staged, dest)
     for folder in folders:
-        _fsync_dir(folder)
+        fsync_dir(folder)
     (path / "_SUCCESS").touch()
-    _fsync_dir(path)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path)
 
 
 def _remove_if_empty(folder: Path) -> None:

@@ -68,9 +68,10 @@ class SlicePool:
         #: slice workers encode for the sink themselves (a limit cuts rows, so not with one): each
         #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
         #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
-        self._stream = self.rows.batch_encoder() if self.rows is not None and limit is None else None
+        encoding = self.rows if limit is None else None
+        self._stream = encoding.batch_encoder() if encoding is not None else None
         self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
-            self.rows.encoder() if self.rows is not None and limit is None else None
+            encoding.encoder() if encoding is not None else None
         )
         self.executor: Executor
         if self.processes:
