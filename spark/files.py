@@ -246,7 +246,7 @@ def write(
         if any(r is None for r in results):
             return None
         written = [r for r in results if r is not None]
-        commit(path, [w[2] for w in written if w[2] is not None], mode)
+        commit(path, [w[2] for w in written if w[2] is not None], mode, staging)
         return {index: SliceStats.from_json(stats) for index, stats, _ in written}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -255,12 +255,13 @@ def write(
             _remove_if_empty(path)
 
 
-def commit(path: Path, files: Sequence[tuple[str, str]], mode: str) -> None:
-    """Move the accepted attempts' files into place (after removing what an overwrite replaces),
-    then mark the output complete with ``_SUCCESS``."""
+def commit(path: Path, files: Sequence[tuple[str, str]], mode: str, staging: Path) -> None:
+    """Move the accepted attempts' files into place (after removing what an overwrite replaces,
+    the staging of jobs whose driver was killed included), then mark the output complete with
+    ``_SUCCESS``."""
     if mode == "overwrite":
-        for old in path.iterdir():
-            if old.name == "_temporary":
+        for old in [*path.iterdir(), *(path / "_temporary").iterdir()]:
+            if old in (path / "_temporary", staging):
                 continue
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old)

@@ -107,9 +107,12 @@ def test_overwrite_replaces_and_append_adds(spark: Any, store: str, tmp_path: Pa
     out = tmp_path / "out"
     out.mkdir()
     (out / "stale.txt").write_text("from an earlier run\n")
+    killed = out / "_temporary" / "a-job-whose-driver-was-killed" / "broker=broker-a" / "queue_id=0"
+    killed.mkdir(parents=True)
+    (killed / "part-00000-x.c000.txt").write_text("staged, never committed\n")
     with pytest.raises(UsageError, match="exists; pass --overwrite"):
         run_replay(plan, store, flt, parse_target(f"jsonl:{out}"), spark=spark)
-    assert [p.name for p in out.iterdir()] == ["stale.txt"]  # refused before anything changed
+    assert sorted(p.name for p in out.iterdir()) == ["_temporary", "stale.txt"]  # refused before anything changed
     run_replay(plan, store, flt, parse_target(f"jsonl:{out}"), spark=spark, overwrite=True)
     assert not (out / "stale.txt").exists() and not (out / "_temporary").exists()
     lines = sorted(ln for f in out.rglob("part-*") for ln in f.read_text().splitlines())
@@ -172,7 +175,7 @@ def test_only_the_accepted_attempt_is_committed(store: str, tmp_path: Path) -> N
     assert all(s is not None and s[2] is not None for s in staged)
     kept = staged[1]
     assert kept is not None and kept[2] is not None
-    files.commit(out, [kept[2]], "errorifexists")
+    files.commit(out, [kept[2]], "errorifexists", out / "_temporary" / "job")
     parts = [p for p in out.rglob("part-*") if "_temporary" not in p.relative_to(out).parts]
     assert [p.relative_to(out).as_posix() for p in parts] == [kept[2][1]]
     assert kept[1]["written"] == plan.slices[1].count == len(parts[0].read_text().splitlines())
