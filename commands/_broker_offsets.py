@@ -86,7 +86,10 @@ class BrokerOffsets:
             )
 
     def question(self, result: ResetResult, changed: list[PlanRow]) -> str:
-        return f"Apply to {len(changed)} queue(s) of group {result.group}?"
+        clusters = ",".join(sorted({b.cluster for b in self._reader.cluster_brokers()})) if self._reader else ""
+        return (
+            f"Apply to {len(changed)} queue(s) of group {result.group} on cluster {clusters or '?'} at {self.address}?"
+        )
 
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         admin = self._writer = ctx.admin(write=True)

@@ -23,6 +23,14 @@ BACKUP = Opt(
     metavar="FILE",
 )
 
+REASON = Opt(
+    "reason",
+    ("--reason",),
+    "Why this change is made (e.g. an incident id): recorded in the journal that 'mqadmin history' lists "
+    "(mqadmin extension)",
+    metavar="TEXT",
+)
+
 
 def required(opt: Opt) -> Opt:
     return dataclasses.replace(opt, required=True)

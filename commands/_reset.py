@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from mqadmin.commands._common import fan_out
 from mqadmin.commands._plan import PlanRow, ResetResult, write_plan_csv
 
-from mqadmin import errors
+from mqadmin import errors, journal
 from mqadmin.config import default_home
 from mqadmin.registry import Opt
 from mqadmin.safety import OffsetBackup, default_backup_path
@@ -124,11 +124,13 @@ def run_plan(
     source.backup(result).write(path)
     result.backup = str(path)
     ctx.env.note(f"backup of the current offsets: {path}")
+    change = journal.started(ctx, result)
     source.apply(ctx, result, changed)
     result.applied_at = int(time.time() * 1000)
     source.verify(ctx, result, changed)
     if result.errors:
         result.failure = source.failure_line(result)
+    journal.finished(ctx, change, result)
     return result
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
-from mqadmin.commands._options import BACKUP, DRY_RUN, TOPIC, YES, required
+from mqadmin.commands._options import BACKUP, DRY_RUN, REASON, TOPIC, YES, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 
@@ -95,6 +95,7 @@ class CloneGroupOffsetCommand(SubCommand):
         DRY_RUN,
         YES,
         BACKUP,
+        REASON,
     )
 
     params_type = CloneGroupOffsetParams

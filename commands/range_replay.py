@@ -11,6 +11,7 @@ from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
     DRY_RUN,
     ENGINE,
+    REASON,
     REPLAY_CONSUMER_GROUP,
     SLICE_SIZE,
     SPARK_CONF,
@@ -21,7 +22,7 @@ from mqadmin.commands._options import (
 )
 from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, note_expired, plan_result
 
-from mqadmin import errors
+from mqadmin import errors, journal
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import FORMATS_HELP, format_time
@@ -146,6 +147,7 @@ class RangeReplayCommand(SubCommand):
         ),
         DRY_RUN,
         YES,
+        REASON,
         Opt(
             "overwrite",
             ("--overwrite",),
@@ -224,8 +226,10 @@ class RangeReplayCommand(SubCommand):
             checkpoint = Checkpoint.create(cp_path, args, plan, engine.name)
         if checkpoint is not None and checkpoint.loaded:
             _count_earlier(result, checkpoint)
+        change = journal.replay_started(ctx, target, plan) if target.is_send and plan.total else None
         outcome = _run(ctx, admin, plan, flt, engine, params, checkpoint)
         apply_stats(result, plan, outcome.stats, outcome)
+        journal.replay_finished(ctx, change, result)
         if outcome.limit_reached:
             result.notes.append(f"Stopped at --limit {params.limit}.")
         result.stdout_used = target.scheme == "stdout" and not result.dry_run

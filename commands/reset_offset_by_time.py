@@ -20,6 +20,7 @@ from mqadmin.commands._options import (
     DRY_RUN,
     GROUP,
     LOCAL_STORE,
+    REASON,
     TIMESTAMP,
     TOPIC,
     WHILE_RUNNING,
@@ -264,6 +265,7 @@ class ResetOffsetByTimeCommand(SubCommand):
         DRY_RUN,
         YES,
         BACKUP,
+        REASON,
         LOCAL_STORE,
         WHILE_RUNNING,
     )

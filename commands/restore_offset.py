@@ -16,7 +16,7 @@ from mqadmin.commands._common import (
     route_of,
 )
 from mqadmin.commands._local_offsets import LocalOffsets
-from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
+from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, REASON, TOPIC, WHILE_RUNNING, YES
 from mqadmin.commands._plan import PlanRow, ResetResult
 from mqadmin.commands._reset import NO_WAIT, current_rows, run_plan
 
@@ -96,6 +96,7 @@ class RestoreOffsetCommand(SubCommand):
         DRY_RUN,
         YES,
         BACKUP,
+        REASON,
         LOCAL_STORE,
         WHILE_RUNNING,
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
-from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, parse_bool, required
+from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, REASON, TOPIC, YES, parse_bool, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 
@@ -65,6 +65,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
         DRY_RUN,
         YES,
         BACKUP,
+        REASON,
     )
 
     params_type = SkipAccumulatedMessageParams

@@ -57,12 +57,17 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
 _COMMON = {o.dest for o in COMMON_OPTIONS}
 #: options a command declares that the CLI itself consumes (how to repeat and where to write
 #: the result), so they are not in the command's parameters
-RUN_OPTIONS = ("watch", "output_file")
+RUN_OPTIONS = ("watch", "output_file", "reason")
 
 
 def _typer_param(opt: Opt) -> inspect.Parameter:
     annotation: Any
-    if opt.kind is bool:
+    if not opt.flags:  # a positional argument: named by its metavar
+        annotation = opt.kind if (opt.required or opt.default is not None) else (opt.kind | None)
+        default = typer.Argument(
+            ... if opt.required else opt.default, help=opt.help, metavar=opt.metavar, show_default=False
+        )
+    elif opt.kind is bool:
         annotation = bool
         default = typer.Option(bool(opt.default), *opt.flags, help=opt.help)
     else:
@@ -116,6 +121,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     common = {k: params.pop(k) for k in list(params) if k in _COMMON} if cls.uses_broker else {}
     watch: float | None = params.pop("watch", None)  # RUN_OPTIONS
     output_file: str | None = params.pop("output_file", None)
+    reason: str | None = params.pop("reason", None)
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
             raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
@@ -140,6 +146,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         assume_yes=assume_yes,
         connect_options=connect_options,
         output=fmt,
+        reason=reason,
     )
     if watch is not None:
         from mqadmin.watch import watch_loop
@@ -270,6 +277,7 @@ def _main(args: list[str], env: Env) -> int:
         args = ["--help"]
     elif args[0] == "help":  # the Java tool's `mqadmin help COMMAND`
         args = [*args[1:2], "--help"]
+    env.argv = args
     group = build_group(env)
     try:
         code = group.main(args, prog_name=PROG, standalone_mode=False)

@@ -43,6 +43,12 @@ BUILTIN: dict[str, tuple[str, str, str, str]] = {
         "consumer-progress",
         "Show consume progress: per queue for one group (-g), or one line per group.",
     ),
+    "history": (
+        "mqadmin.commands.history",
+        "HistoryCommand",
+        "history",
+        "List the changes mqadmin made (journal), show or undo one, prune old backups (mqadmin extension).",
+    ),
     "mockBroker": (
         "mqadmin.commands.mock_broker",
         "MockBrokerCommand",

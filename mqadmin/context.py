@@ -28,6 +28,8 @@ class Context:
     output: str = "table"
     connect_options: dict[str, Any] = field(default_factory=dict)
     now: int = field(default_factory=now_ms)
+    #: --reason: why a change is made (an incident id), for the journal
+    reason: str | None = None
     _admin: Admin | None = None
     _admin_ro: bool = True
     _warned: set[str] = field(default_factory=set)

@@ -91,6 +91,8 @@ class Env:
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     stdin: TextIO | None = field(default_factory=lambda: sys.stdin)
     color: bool | None = None  # None: decide from the terminal and NO_COLOR/FORCE_COLOR
+    #: the command line after "mqadmin" (the journal records it, secrets removed)
+    argv: list[str] | None = None
 
     @property
     def stdout_tty(self) -> bool:

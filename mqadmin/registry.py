@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Opt:
-    """One option of a command, declared once: the CLI, completions and tests read it."""
+    """One option of a command, declared once: the CLI, completions and tests read it.
+    No ``flags``: a positional argument (e.g. ``history show ID``)."""
 
     dest: str
     flags: tuple[str, ...]
