@@ -124,7 +124,9 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     reason: str | None = params.pop("reason", None)
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
-            raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")
+            raise UsageError(
+                f"{(opt.flags or (opt.metavar,))[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}"
+            )
         if opt.names and isinstance(params.get(opt.dest), str):
             _check_names(opt, params[opt.dest])
     fmt = _format(cls, common, watch)
