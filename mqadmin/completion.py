@@ -19,6 +19,16 @@ def _options(cls: type[SubCommand]) -> tuple[Opt, ...]:
     return flagged + (Opt("help", ("-h", "--help"), "Show this message and exit.", kind=bool),)
 
 
+def _names(cls: type[SubCommand]) -> list[str]:
+    """The command's name and kebab alias, once when they are the same (history)."""
+    return list(dict.fromkeys((cls.name, cls.kebab())))
+
+
+def _words(cls: type[SubCommand]) -> tuple[str, ...]:
+    """The words a positional argument takes (history's list, show, undo, prune)."""
+    return tuple(w for o in cls.options if not o.flags for w in o.choices or ())
+
+
 def _common_options() -> tuple[Opt, ...]:
     from mqadmin.cli import COMMON_OPTIONS
 
@@ -88,7 +98,7 @@ def _bash_value_cases(options: tuple[Opt, ...], indent: str) -> list[str]:
 
 def bash() -> str:
     cmds = commands()
-    names = " ".join(n for c in cmds for n in (c.name, c.kebab()))
+    names = " ".join(n for c in cmds for n in _names(c))
     file_sinks = "|".join(FILE_SINKS)
     lines = [
         f"# bash completion for mqadmin ({HEADER})",
@@ -115,8 +125,8 @@ def bash() -> str:
         '    case "${COMP_WORDS[1]}" in',
     ]
     for c in cmds:
-        flags = " ".join(f for o in _options(c) for f in o.flags)
-        lines.append(f"        {c.name}|{c.kebab()})")
+        flags = " ".join([*_words(c), *(f for o in _options(c) for f in o.flags)])
+        lines.append(f"        {'|'.join(_names(c))})")
         lines += _bash_value_cases(c.options, "            ")
         lines.append(f'            opts="{flags}";;')
     lines += ["    esac", "    # the options every broker command has"]
@@ -171,7 +181,7 @@ def zsh() -> str:
         "    cmds=(",
     ]
     for c in cmds:
-        for n in (c.name, c.kebab()):
+        for n in _names(c):
             lines.append(f"        '{n}:{_zsh_escape(c.summary())}'")
     lines += [
         "    )",
@@ -191,13 +201,16 @@ def zsh() -> str:
         "    case $cmd in",
     ]
     for c in cmds:
-        lines.append(f"        {c.name}|{c.kebab()})")
+        lines.append(f"        {'|'.join(_names(c))})")
         lines.append("            _arguments -s \\")
         specs = []
         for o in _options(c):
             flags = "{" + ",".join(o.flags) + "}" if len(o.flags) > 1 else o.flags[0]
             arg = _zsh_value(o)
             specs.append(f"'({' '.join(o.flags)})'{flags}'[{_zsh_escape(o.help)}]{arg}'")
+        first = next((o for o in c.options if not o.flags), None)
+        if first is not None and _words(c):
+            specs.append(f"'1:{(first.metavar or 'argument').lower()}:({' '.join(_words(c))})'")
         lines.append(" \\\n".join(f"                {spec}" for spec in specs) + " ;;")
     lines += ["    esac", "}", "", '_mqadmin "$@"', ""]
     return "\n".join(lines)
@@ -222,7 +235,7 @@ def _fish_value(opt: Opt) -> list[str]:
 
 def fish() -> str:
     cmds = commands()
-    all_names = " ".join(n for c in cmds for n in (c.name, c.kebab()))
+    all_names = " ".join(n for c in cmds for n in _names(c))
     file_cases = " ".join(f"'{k}:*'" for k in FILE_SINKS)
     lines = [
         f"# fish completion for mqadmin ({HEADER})",
@@ -247,12 +260,14 @@ def fish() -> str:
         f"complete -c mqadmin -n 'not __fish_seen_subcommand_from help {all_names}' -a help -d 'Show a command'\\''s help'",
     ]
     for c in cmds:
-        for n in (c.name, c.kebab()):
+        for n in _names(c):
             lines.append(
                 f"complete -c mqadmin -n 'not __fish_seen_subcommand_from {all_names}' -a {n} -d '{_fish_escape(c.summary())}'"
             )
     for c in cmds:
-        cond = f"__fish_seen_subcommand_from {c.name} {c.kebab()}"
+        cond = f"__fish_seen_subcommand_from {' '.join(_names(c))}"
+        if _words(c):
+            lines.append(f"complete -c mqadmin -n '{cond}' -a '{' '.join(_words(c))}'")
         for o in _options(c):
             parts = [f"complete -c mqadmin -n '{cond}'"]
             for f in o.flags:
