@@ -279,12 +279,14 @@ class ChangeResult(ResultBase):
 
     def table(self) -> Table:
         r = self.entry.record
+        queues = r.get("queues") or []
+        clients = any(q.get("client") for q in queues)  # broadcast clients' local offsets
         rows = [
-            [q["topic"], q["broker"], q["queue_id"], q.get("client") or "-", q["old"], q["planned"]]
+            [q["topic"], q["broker"], q["queue_id"], *([q.get("client")] if clients else []), q["old"], q["planned"]]
             + [q.get("read_back"), q.get("outcome") or ("-" if self.entry.finished else self.entry.outcome)]
-            for q in r.get("queues") or []
+            for q in queues
         ]
-        columns = ["Topic", "Broker", "QID", "Client", "Old", "Planned", "Read Back", "Result"]
+        columns = ["Topic", "Broker", "QID", *(["Client"] if clients else []), "Old", "Planned", "Read Back", "Result"]
         footer = [
             f"Started: {format_time(self.entry.started_at, self.tz)}"
             + (f"; finished: {format_time(self.entry.time, self.tz)}" if self.entry.finished else ""),
@@ -338,4 +340,5 @@ class PruneResult(ResultBase):
         footer = [f"{verb} {len(self.removed)} backup(s); kept {self.kept}"]
         if self.dry_run:
             footer.append("Dry run: nothing was deleted.")
-        return Table(["ID", "Started", "Group", "Backup"], rows, "Backups pruned", footer)
+        title = "Backups to prune (dry run)" if self.dry_run else "Backups pruned"
+        return Table(["ID", "Started", "Group", "Backup"], rows, title, footer)

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,7 +147,7 @@ def _base(ctx: Context, command: str) -> dict[str, Any]:
     from mqadmin.timeparse import format_time
 
     now = int(time.time() * 1000)
-    argv = getattr(ctx.env, "argv", None)
+    argv = ctx.env.argv
     return {
         "format": FORMAT,
         "id": secrets.token_hex(4),
@@ -157,7 +157,7 @@ def _base(ctx: Context, command: str) -> dict[str, Any]:
         "command": command,
         **_who(),
         "command_line": ["mqadmin", *redact(list(argv))] if argv is not None else None,
-        "reason": getattr(ctx, "reason", None),
+        "reason": ctx.reason,
     }
 
 
@@ -166,8 +166,6 @@ class Change:
     """One change being journaled: the started line's record, completed by ``finish``."""
 
     record: dict[str, Any]
-    path: Path | None = None
-    written: bool = field(default=False)
 
 
 def started(ctx: Context, result: ResetResult) -> Change:
@@ -190,10 +188,8 @@ def started(ctx: Context, result: ResetResult) -> Change:
         "replay": None,
         "outcome": IN_PROGRESS,
     }
-    change = Change(record)
     append(record)
-    change.written = True
-    return change
+    return Change(record)
 
 
 def finished(ctx: Context, change: Change | None, result: ResetResult) -> None:
@@ -230,7 +226,7 @@ def replay_started(ctx: Context, target: Target, plan: Plan) -> Change:
         "outcome": IN_PROGRESS,
     }
     append(record)
-    return Change(record, written=True)
+    return Change(record)
 
 
 def replay_finished(ctx: Context, change: Change | None, result: RangeReplayResult) -> None:
@@ -321,13 +317,17 @@ class Entry:
     def outcome(self) -> str:
         if self.finished:
             return str(self.record["outcome"])
-        if self.record.get("host") == _who()["host"] and _alive(int(self.record.get("pid", 0))):
+        if self.record.get("host") == _who()["host"] and _alive(int(self.record.get("pid", 0)), self.started_at):
             return f"in progress (pid {self.record['pid']} is running)"
         return MAY_BE_PARTIAL
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
+def _alive(pid: int, since: int) -> bool:
+    """Whether the process that started a change may still be applying it (a pid is reused in
+    time: a change started a day ago is not in progress)."""
+    import time
+
+    if pid <= 0 or pid == os.getpid() or time.time() * 1000 - since > 86_400_000:
         return False
     try:
         os.kill(pid, 0)

@@ -150,3 +150,21 @@ def test_entries_merge_started_and_finished_and_flag_a_dead_run(tmp_path: Path) 
         ("0000000a", True, "applied", 10),
         ("0000000b", False, journal.MAY_BE_PARTIAL, 20),
     ]
+
+
+def test_a_started_change_of_a_running_process_is_in_progress(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    path = tmp_path / "journal.jsonl"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        line = {"format": journal.FORMAT, "id": "0000000c", "event": "started", "time": int(time.time() * 1000)}
+        journal.append(line | {"host": socket.gethostname(), "pid": sleeper.pid}, path)
+        [running] = journal.entries(path)
+        assert running.outcome == f"in progress (pid {sleeper.pid} is running)"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    [dead] = journal.entries(path)
+    assert dead.outcome == journal.MAY_BE_PARTIAL

@@ -214,6 +214,17 @@ def test_a_replay_to_a_group_is_journaled_and_cannot_be_undone(
     assert undo.code == 2 and "stay sent" in undo.stderr
 
 
+def test_a_journal_that_cannot_be_written_stops_the_change_before_any_write(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], mqadmin_home: Path
+) -> None:
+    store = make_store(count=80, groups={"g": hour_ago()})
+    before = offsets(store, "g")
+    (mqadmin_home / "journal.jsonl").mkdir(parents=True)  # in the way of the file
+    r = cli("skipAccumulatedMessage", "-n", store.address, "-g", "g", "-t", "TopicTest", "--yes")
+    assert r.code == 1 and "journal.jsonl" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert offsets(store, "g") == before
+
+
 @pytest.mark.integration
 def test_a_run_killed_mid_apply_leaves_a_whole_line_saying_may_be_partial(
     tmp_path: Path, mqadmin_home: Path, cli: Callable[..., CliResult]

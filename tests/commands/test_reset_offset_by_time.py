@@ -235,6 +235,7 @@ def test_terminal_confirmation(make_store: Callable[..., Store]) -> None:
     # Declining is not an error: a note, its own exit code, and no backup written.
     assert code == 4 and "Apply to 8 queue(s)" in err and "mqadmin: cancelled, nothing changed" in err
     assert "error" not in err and "re-delivers" in err  # the plan is shown before the question
+    assert f"of group g on cluster DefaultCluster at {store.address}? [y/N]" in err  # prod or test: said before
     assert set(offsets(store, "g").values()) == {10}
     code, err = _run_on_terminal(args, "y\n")
     assert code == 0, err
