@@ -124,7 +124,7 @@ class HistoryCommand(SubCommand):
         if params.action == "show":
             return ChangeResult(_find(found, str(params.id)), ctx.tz)
         if params.action == "undo":
-            return _undo(ctx, params, _find(found, str(params.id)))
+            return _undo(ctx, params, _find(found, str(params.id)), found)
         if params.action == "prune":
             return _prune(ctx, params, found)
         return HistoryResult(_filter(ctx, params, found), ctx.tz)
@@ -153,8 +153,9 @@ def _filter(ctx: Context, params: HistoryParams, found: list[journal.Entry]) -> 
     return kept[-params.last :] if params.last else kept
 
 
-def _undo(ctx: Context, params: HistoryParams, entry: journal.Entry) -> ResetResult:
-    """Put the change's backup back through restoreOffset itself (its checks, backup, journal)."""
+def _undo(ctx: Context, params: HistoryParams, entry: journal.Entry, found: list[journal.Entry]) -> ResetResult:
+    """Put the change's backup back through restoreOffset itself (its checks, backup, journal);
+    say first which later changes of the group the undo discards too."""
     from mqadmin.commands.restore_offset import RestoreOffsetCommand, RestoreOffsetParams
 
     backup = entry.record.get("backup")
@@ -167,6 +168,18 @@ def _undo(ctx: Context, params: HistoryParams, entry: journal.Entry) -> ResetRes
 
     if not Path(backup).exists():
         raise errors.UsageError(f"the backup of change {entry.id} ({backup}) is gone (pruned or deleted)")
+    group = entry.record.get("group")
+    later = [
+        e
+        for e in found
+        if e.started_at > entry.started_at and e.record.get("group") == group and not e.record.get("replay")
+    ]
+    if later:
+        ctx.env.warn(
+            f"change {entry.id} is not the newest change of group {group}: undoing it puts back the offsets from "
+            f"before it, which also discards the later change(s) "
+            + ", ".join(f"{e.id} ({e.record['command']}, {e.outcome})" for e in later)
+        )
     ctx.reason = ctx.reason or f"undo of {entry.id}"
     restore = RestoreOffsetParams(
         from_=backup,

@@ -158,6 +158,9 @@ def test_undo_puts_the_change_back_through_restore(
     assert restore["command"] == "restoreOffset" and restore["reason"] == f"undo of {skip['id']}"
     assert {(q["broker"], q["queue_id"]): q["read_back"] for q in restore["queues"]} == before
 
+    again = cli("history", "undo", skip["id"], "--dry-run")
+    assert again.code == 0 and f"discards the later change(s) {restore['id']} (restoreOffset, applied)" in again.stderr
+
     # restoreOffset's own checks stay in force: -n of another cluster is refused, nothing moves
     other = make_store(count=800, groups={"g": None})
     refused = cli("history", "undo", skip["id"], "-n", other.address, "--yes")
@@ -212,6 +215,31 @@ def test_a_replay_to_a_group_is_journaled_and_cannot_be_undone(
     validate_journal(mqadmin_home / "journal.jsonl")
     undo = cli("history", "undo", c["id"], "--yes")
     assert undo.code == 2 and "stay sent" in undo.stderr
+
+
+def test_a_change_of_broadcast_clients_local_offsets_is_journaled_and_undone(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    from mqadmin.localstore import CPP, JAVA
+    from tests.commands.test_local_offsets import CPP_CLIENT, JAVA_CLIENT, TOPIC, Tree, queues, write_file
+
+    t = Tree(tmp_path / "collected", make_store(count=800, groups={"g": None}))
+    write_file(t.file(JAVA_CLIENT), JAVA, queues(90))
+    write_file(t.file(CPP_CLIENT), CPP, queues(40))
+    store = ["--local-store", str(t.root), "-n", t.store.address]
+    r = cli("resetOffsetByTime", "-g", "sms", "-t", TOPIC, "-s", "-3h", *store, "--yes", "--reason", "INC-7")
+    assert r.code == 0, r.stderr
+    assert t.offsets(JAVA_CLIENT) == t.offsets(CPP_CLIENT) == queues(0)
+    [c] = changes(cli)
+    assert c["local_store"] == str(t.root) and c["reason"] == "INC-7" and c["outcome"] == "applied"
+    assert {(q["client"], q["old"], q["planned"], q["read_back"]) for q in c["queues"]} == {
+        (JAVA_CLIENT, 90, 0, 0),
+        (CPP_CLIENT, 40, 0, 0),
+    }
+    assert "Client" in cli("history", "show", c["id"]).stdout
+    undo = cli("history", "undo", c["id"], "--yes")
+    assert undo.code == 0, undo.stderr
+    assert (t.offsets(JAVA_CLIENT), t.offsets(CPP_CLIENT)) == (queues(90), queues(40))
 
 
 def test_a_journal_that_cannot_be_written_stops_the_change_before_any_write(
