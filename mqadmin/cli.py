@@ -55,8 +55,8 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
     ),
 )
 _COMMON = {o.dest for o in COMMON_OPTIONS}
-#: options a command declares that the CLI itself consumes (how to repeat and where to write
-#: the result), so they are not in the command's parameters
+#: options a command declares that the CLI itself consumes (how to repeat, where to write the
+#: result, why a change is made: Context.reason), so they are not in the command's parameters
 RUN_OPTIONS = ("watch", "output_file", "reason")
 
 
