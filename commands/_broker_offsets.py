@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands import _reset as flow
 from mqadmin.commands._common import fan_out
-from mqadmin.commands._plan import ACKED, APPLIED, UNCHANGED, UNKNOWN, PlanRow, ResetResult, applied
+from mqadmin.commands._plan import (
+    ACKED,
+    APPLIED,
+    OVERWRITTEN,
+    UNCHANGED,
+    UNKNOWN,
+    PlanRow,
+    ResetResult,
+    applied,
+)
 
 from mqadmin import errors
 from mqadmin.model import BrokerInfo, MessageQueue
@@ -55,6 +64,9 @@ class BrokerOffsets:
         #: brokers that pushed the reset to online consumers; queues whose write a broker acknowledged
         self.pushed: set[str] = set()
         self.acked: set[Key] = set()
+        #: the group pulled messages in the last minute (consume stats): a client commits offsets,
+        #: whether or not the broker lists it (one that sends no heartbeats)
+        self.committing = False
 
     @property
     def address(self) -> str:
@@ -93,6 +105,29 @@ class BrokerOffsets:
         self.infos = {b.broker_name: b for b in admin.cluster_brokers()}
         result.versions = {name: b.version for name, b in self.infos.items()}
         result.address = admin.address
+
+    @property
+    def consumers_active(self) -> bool:
+        """Consumers may move the group's offsets on their own: clients online, or commits seen."""
+        return self._online is not None or self.committing
+
+    def moved(self, ctx: Context, result: ResetResult) -> list[tuple[PlanRow, int | None]]:
+        """The offsets now against the plan's: a queue the consumers moved forward takes its offset
+        now as the old one; any other move is returned (another writer's). A queue that cannot be
+        read now keeps the plan's offset (the apply and read-back will say)."""
+        now = self._read(result.group, [q.mq_key for q in result.queues], strict=True)
+        stale: list[tuple[PlanRow, int | None]] = []
+        for q in result.queues:
+            if q.mq_key not in now or now[q.mq_key] == q.old_offset:
+                continue
+            got = now[q.mq_key]
+            if got is not None and (q.old_offset is None or got > q.old_offset) and self.consumers_active:
+                if not q.changes:
+                    q.new_offset = got  # not planned to move: it stays where the consumers are
+                q.old_offset = got
+            else:
+                stale.append((q, got))
+        return stale
 
     def backup(self, result: ResetResult) -> OffsetBackup:
         return OffsetBackup(
@@ -192,14 +227,20 @@ class BrokerOffsets:
                 result.method.setdefault(e["broker"], "applied (the broker's reply was lost; verified by read-back)")
             result.errors = []
 
-    def _read(self, group: str, keys: list[Key]) -> dict[Key, int | None]:
+    def _read(self, group: str, keys: list[Key], *, strict: bool = False) -> dict[Key, int | None]:
+        """Each queue's committed offset (None: none, or it could not be read; ``strict``: the
+        queues that could not be read are left out)."""
+        failed: set[Key] = set()
+
         def read(k: Key) -> int | None:
             try:
                 return self.admin.consumer_offset(group, MessageQueue(*k))
             except errors.MqadminError:
-                return None  # unreachable, or it answered with an error: we cannot know
+                failed.add(k)  # unreachable, or it answered with an error: we cannot know
+                return None
 
-        return dict(zip(keys, fan_out(read, keys), strict=True))
+        got = dict(zip(keys, fan_out(read, keys), strict=True))
+        return {k: v for k, v in got.items() if k not in failed} if strict else got
 
     def _watch(self, result: ResetResult) -> tuple[dict[Key, int | None], set[Key]]:
         """(where every planned queue is now, the queues seen taking a pushed reset). Pushed
@@ -256,6 +297,8 @@ class BrokerOffsets:
                 q.outcome = ACKED if k in self.acked else UNKNOWN
             elif got == old.get(k):
                 q.outcome = UNCHANGED
+            elif not self.consumers_active:
+                q.outcome = f"{OVERWRITTEN}: at {got} (planned {want})"
             else:
                 q.outcome = f"at {got} (planned {want})"
             if not applied(q) and q.broker not in failed_brokers:

@@ -119,6 +119,9 @@ class LocalOffsets:
         for c in clients:
             ensure_unchanged(files[c])
 
+    def moved(self, ctx: Context, result: ResetResult) -> list[tuple[PlanRow, int | None]]:
+        return []  # prepare refused files a client rewrote since the plan read them
+
     def backup(self, result: ResetResult) -> OffsetBackup:
         files = self.by_client()
         return OffsetBackup(

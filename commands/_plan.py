@@ -25,6 +25,8 @@ APPLIED = "applied"
 UNCHANGED = "unchanged"
 UNKNOWN = "unknown (broker unreachable)"
 ACKED = "acknowledged (not read back: broker unreachable)"
+#: read back at neither the planned nor the old offset, and no consumer of the group explains it
+OVERWRITTEN = "overwritten by another change"
 
 
 def not_applied(q: PlanRow) -> bool:

@@ -46,8 +46,17 @@ COMMIT_WAIT_S = 6.0
 NO_WAIT = Opt(
     "no_wait",
     ("--no-wait",),
-    f"With consumers online, do not wait {COMMIT_WAIT_S:.0f} s after the apply to read the offsets back again "
-    "(clients that keep their own offsets commit them every 5 s and may undo the change; mqadmin extension)",
+    f"With consumers online or committing, do not wait {COMMIT_WAIT_S:.0f} s after the apply to read the offsets back "
+    "again (clients that keep their own offsets commit them every 5 s and may undo the change; mqadmin extension)",
+    kind=bool,
+    default=False,
+)
+
+FORCE_STALE = Opt(
+    "force_stale",
+    ("--force-stale",),
+    "Apply even when the offsets moved since the plan was read in a way no consumer of the group explains "
+    "(another operator's change): without it such a change stops before writing anything (mqadmin extension)",
     kind=bool,
     default=False,
 )
@@ -75,6 +84,12 @@ class OffsetSource(Protocol):
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         """After the answer, before the backup: open for writing, refuse what cannot be written."""
 
+    def moved(self, ctx: Context, result: ResetResult) -> list[tuple[PlanRow, int | None]]:
+        """Right before the first write: read the planned queues again. Rows the group's consumers
+        moved on meanwhile take the offset now as their old one; the rows something else moved
+        (the plan is stale) are returned with the offset they have now."""
+        ...
+
     def backup(self, result: ResetResult) -> OffsetBackup:
         """The record of the current offsets that restoreOffset puts back."""
         ...
@@ -97,10 +112,13 @@ def run_plan(
     *,
     backup_path: str | None,
     export: str | None = None,
+    force_stale: bool = False,
 ) -> ResetResult:
     """Confirm, back up, apply, read back (``export``: write the plan to a CSV file instead,
     changing nothing). Nothing is written before the backup is; after the first write every
-    planned queue is read back, whatever failed."""
+    planned queue is read back, whatever failed. The plan is checked against the offsets right
+    before the first write (two operators on one group): a stale plan stops, unless
+    ``force_stale``; either way the backup records the offsets the apply replaces."""
     source.start(ctx, result)
     changed = [q for q in result.queues if q.changes]
     if export:
@@ -118,6 +136,7 @@ def run_plan(
         if not ctx.confirm(source.question(result, changed)):
             raise errors.Cancelled()
     source.prepare(ctx, result, changed)
+    changed = _check_stale(ctx, result, source.moved(ctx, result), changed, force_stale)
     path = (
         Path(backup_path) if backup_path else default_backup_path(default_home(), result.group, result.topic, ctx.now)
     )
@@ -130,6 +149,30 @@ def run_plan(
     if result.errors:
         result.failure = source.failure_line(result)
     return result
+
+
+def _check_stale(
+    ctx: Context, result: ResetResult, moved: list[tuple[PlanRow, int | None]], changed: list[PlanRow], force: bool
+) -> list[PlanRow]:
+    """Stop when another change moved planned queues since the plan was read (nothing written yet);
+    with ``force``, apply the plan over it, the backup recording where those queues are now."""
+    if not moved:
+        return changed
+    what = "; ".join(f"{result.where(q)}{q.broker} queue {q.queue_id}: {q.old_offset} -> {now}" for q, now in moved)
+    if not force:
+        raise errors.MqadminError(
+            f"the offsets moved since the plan was read ({what}), and no consumer of group {result.group} explains "
+            "it: another change was made meanwhile (another operator, a restore, a client the broker does not list); "
+            "nothing was changed: run the command again to plan from the offsets now, or pass --force-stale to apply "
+            "this plan over that change"
+        )
+    ctx.env.warn(f"the offsets moved since the plan was read ({what}); applying the plan over them (--force-stale)")
+    writes = {id(q) for q in changed}
+    for q, now in moved:
+        if id(q) not in writes and now is not None:
+            q.new_offset = now  # not planned to move: it stays where the other change put it
+        q.old_offset = now
+    return [q for q in changed if q.changes]
 
 
 def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[MessageQueue, int]) -> list[PlanRow]:

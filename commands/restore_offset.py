@@ -18,7 +18,7 @@ from mqadmin.commands._common import (
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
 from mqadmin.commands._plan import PlanRow, ResetResult
-from mqadmin.commands._reset import NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset import FORCE_STALE, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -58,6 +58,7 @@ class RestoreOffsetParams:
     clamp: bool
     other_cluster: bool
     no_wait: bool
+    force_stale: bool
     dry_run: bool
     yes: bool
     backup: str | None
@@ -93,6 +94,7 @@ class RestoreOffsetCommand(SubCommand):
         CLAMP,
         OTHER_CLUSTER,
         NO_WAIT,
+        FORCE_STALE,
         DRY_RUN,
         YES,
         BACKUP,
@@ -135,7 +137,7 @@ class RestoreOffsetCommand(SubCommand):
         rows = _broker_rows(ctx, admin, backup, params.clamp)
         result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
         source = BrokerOffsets(no_wait=params.no_wait)
-        return run_plan(ctx, result, source, backup_path=params.backup)
+        return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
 
 def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) -> list[PlanRow]:
@@ -331,7 +333,7 @@ def _local(
         restored_from=str(params.from_),
         tz=ctx.tz,
     )
-    return run_plan(ctx, result, source, backup_path=params.backup)
+    return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
 
 def _local_targets(

@@ -32,6 +32,7 @@ class Recorder:
         self.steps: list[str] = []
         self.fail_apply = fail_apply
         self.backup_on_disk_at_apply: bool | None = None
+        self.stale: list[tuple[PlanRow, int | None]] = []
 
     def start(self, ctx: Context, result: ResetResult) -> None:
         self.steps.append("start")
@@ -44,6 +45,10 @@ class Recorder:
 
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         self.steps.append("prepare")
+
+    def moved(self, ctx: Context, result: ResetResult) -> list[tuple[PlanRow, int | None]]:
+        self.steps.append("moved")
+        return self.stale
 
     def backup(self, result: ResetResult) -> OffsetBackup:
         self.steps.append("backup")
@@ -77,7 +82,7 @@ def _ctx(answer: str | None = None) -> Context:
 def test_backup_is_on_disk_before_anything_moves(tmp_path: Path) -> None:
     source = Recorder()
     result = run_plan(_ctx(), _result(), source, backup_path=str(tmp_path / "b.json"))
-    assert source.steps == ["start", "check", "prepare", "backup", "apply", "verify"]
+    assert source.steps == ["start", "check", "prepare", "moved", "backup", "apply", "verify"]
     assert source.backup_on_disk_at_apply is True
     saved = json.loads((tmp_path / "b.json").read_text())
     assert [o["offset"] for o in saved["offsets"]] == [40, 50]  # the old offsets, every queue
@@ -116,3 +121,24 @@ def test_dry_run_export_or_nothing_to_move_writes_no_offset(tmp_path: Path, how:
     if how == "export":
         assert result.exported == str(plan) and result.dry_run and result.address == "test:1"
         assert plan.read_text().splitlines()[1].startswith("g,T,b,0,10,40,")
+
+
+def test_a_stale_plan_stops_before_the_backup_and_any_write(tmp_path: Path) -> None:
+    source, result = Recorder(), _result()
+    source.stale = [(result.queues[0], 7)]
+    with pytest.raises(errors.MqadminError, match=r"b queue 0: 40 -> 7.*nothing was changed.*--force-stale"):
+        run_plan(_ctx(), result, source, backup_path=str(tmp_path / "b.json"))
+    assert source.steps == ["start", "check", "prepare", "moved"]
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_force_stale_backs_up_the_offsets_it_replaces(tmp_path: Path) -> None:
+    source, result = Recorder(), _result()
+    source.stale = [(result.queues[0], 7), (result.queues[1], 55)]  # queue 1 was not planned to move
+    ctx = _ctx()
+    run_plan(ctx, result, source, backup_path=str(tmp_path / "b.json"), force_stale=True)
+    assert source.steps[-3:] == ["backup", "apply", "verify"]
+    saved = json.loads((tmp_path / "b.json").read_text())
+    assert [o["offset"] for o in saved["offsets"]] == [7, 55]
+    assert [(q.old_offset, q.new_offset) for q in result.queues] == [(7, 10), (55, 55)]
+    assert isinstance(ctx.env.stderr, io.StringIO) and "--force-stale" in ctx.env.stderr.getvalue()
