@@ -115,6 +115,7 @@ class BrokerOffsets:
         """The offsets now against the plan's: a queue the consumers moved forward takes its offset
         now as the old one; any other move is returned (another writer's). A queue that cannot be
         read now keeps the plan's offset (the apply and read-back will say)."""
+        self.committing = self._pulled_lately(result)
         now = self._read(result.group, [q.mq_key for q in result.queues], strict=True)
         stale: list[tuple[PlanRow, int | None]] = []
         for q in result.queues:
@@ -128,6 +129,17 @@ class BrokerOffsets:
             else:
                 stale.append((q, got))
         return stale
+
+    def _pulled_lately(self, result: ResetResult) -> bool:
+        """Whether the consume stats show the group pulling (consumeTps over the last minute). The
+        stats' lastTimestamp is a message's store time, not a commit's, so it is not used."""
+        for topic in sorted({q.topic for q in result.queues}):
+            try:
+                if self.admin.consume_stats(result.group, topic, partial=True).consume_tps > 0:
+                    return True
+            except errors.MqadminError:
+                continue
+        return False
 
     def backup(self, result: ResetResult) -> OffsetBackup:
         return OffsetBackup(
@@ -218,9 +230,8 @@ class BrokerOffsets:
         shows to be harmless (a lost reply after the last write) are dropped with a warning."""
         seen = self._watch(result)
         self._record(result, seen)
-        online = self._online
-        if online is not None and not self.no_wait and result.verified:
-            self._recheck(ctx, result, online)
+        if self.consumers_active and not self.no_wait and result.verified:
+            self._recheck(ctx, result, self._online)
         if result.errors and result.verified == result.planned:
             for e in result.errors:
                 ctx.env.warn(f"{self._where(e['broker'])}: {e['message']}; the read-back shows its queues applied")
@@ -305,13 +316,18 @@ class BrokerOffsets:
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
         result.verified, result.planned = verified, len(self.expected)
 
-    def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection) -> None:
+    def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection | None) -> None:
         """Read the applied queues again once the clients' commit interval has passed: a client
-        that keeps its own offsets commits them back and undoes the change."""
+        that keeps its own offsets commits them back and undoes the change. Clients the broker
+        does not list (no heartbeats) cannot take a pushed reset: any commit of theirs undoes it."""
+        clients = (
+            f"the {len(online.connections)} online client(s)"
+            if online is not None
+            else "the clients (the broker lists none, but the group pulled messages in the last minute)"
+        )
         ctx.env.note(
-            f"waiting {flow.COMMIT_WAIT_S:.0f} s for the {len(online.connections)} online client(s) of group "
-            f"{result.group} to commit (their interval is 5 s by default), then reading back again; "
-            "--no-wait skips this"
+            f"waiting {flow.COMMIT_WAIT_S:.0f} s for {clients} of group {result.group} to commit (their interval is "
+            "5 s by default), then reading back again; --no-wait skips this"
         )
         time.sleep(flow.COMMIT_WAIT_S)
         rows = [q for q in result.queues if applied(q)]
@@ -321,13 +337,15 @@ class BrokerOffsets:
             if got is None or got == q.new_offset:
                 continue
             old = q.old_offset if q.old_offset is not None else q.new_offset
+            keeps_own = online is None or online.consume_type == PULL
             if q.new_offset < old:
                 # re-delivering: consumers that took the reset move forward from it, not past where they were
-                undone = got < q.new_offset or (online.consume_type == PULL and got >= old)
+                undone = got < q.new_offset or (keeps_own and got >= old)
             else:
                 undone = got < q.new_offset
             if undone:
-                q.outcome = f"undone: at {got} (committed by {_ids(online)})"
+                who = _ids(online) if online is not None else "a client the broker does not list"
+                q.outcome = f"undone: at {got} (committed by {who})"
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
         result.verified = sum(1 for q in result.queues if applied(q))
 

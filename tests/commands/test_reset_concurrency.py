@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import CliResult, Store
+from mqadmin.commands import _reset as flow
 from mqadmin.commands._broker_offsets import BrokerOffsets
 
 from mqadmin.cli import main
@@ -145,3 +147,56 @@ def test_a_change_between_the_writes_and_the_read_back_is_reported_as_overwritte
     by_first = {k: 20 for k in initial}
     assert _backup(b) == by_first and _undo(store, b) == by_first
     assert _undo(store, first) == initial
+
+
+class SilentCommitter:
+    """A client the broker does not list (it sends no heartbeats) that pulls a message per queue
+    each round and commits the offsets it keeps itself: it undoes any reset written to the broker."""
+
+    def __init__(self, namesrv: str, interval_s: float = 0.3) -> None:
+        from mqadmin.remoting.backend import RemotingAdmin
+
+        self.admin = RemotingAdmin(namesrv, timeout=5)
+        queues = self.admin.topic_route(TOPIC).message_queues()
+        self.offsets = {mq: self.admin.consumer_offset(GROUP, mq) or 0 for mq in queues}
+        self.interval_s, self._stop, self.moved = interval_s, threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            for mq, offset in self.offsets.items():
+                self.offsets[mq] = self.admin.pull(mq, offset, 1, group=GROUP).next_begin_offset
+                self.admin.update_consumer_offset(GROUP, mq, self.offsets[mq])
+            self.moved.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.admin.close()
+
+
+def test_a_committer_the_broker_does_not_list_is_caught_by_the_second_read_back(
+    make_store: Callable[..., Store], door: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if door == "embedded":
+        pytest.skip("an embedded store has no connections, so no client can commit beside the reset")
+    store = make_store(count=800, groups={GROUP: 0})  # the group has its whole backlog ahead
+    monkeypatch.setattr(flow, "COMMIT_WAIT_S", 1.5)
+    committer = SilentCommitter(store.address)
+    try:
+        assert committer.moved.wait(10)  # every queue is past the earliest: each one moves
+        committer_started = _offsets(store)
+        r = _run("resetOffsetByTime", "-n", store.address, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--json")
+    finally:
+        committer.close()
+    final = _offsets(store)
+    assert r.code == 1, r.stderr
+    assert "the broker lists none, but the group pulled messages in the last minute" in r.stderr
+    printed = _printed(r)
+    assert all(q["outcome"].startswith(("undone: at", "at ")) for q in printed.values()), printed
+    assert "committed by a client the broker does not list" in r.stdout
+    for k, q in printed.items():  # what it printed is where the queue was; the committer only moves on
+        now = int(q["outcome"].split("at ", 1)[1].split(" ")[0])
+        assert committer_started[k] <= now <= final[k] and final[k] > 0
+    assert _backup(r) == {k: q["old_offset"] for k, q in printed.items()}  # what the apply replaced
