@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -221,7 +222,9 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     offsets: list[dict[str, Any]] = []
     seen: set[tuple[str, str, int]] = set()
     for n, raw in enumerate(reader, start=2):
-        row = {str(k).strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        # queue and offset as written: " 7", "+8", "1_000" are not what an export writes
+        row = {str(k).strip(): (v or "") for k, v in raw.items() if k is not None}
+        row = {k: v if k in ("queue", "offset") else v.strip() for k, v in row.items()}
         o = _plan_row(row, need, f"plan file {path} line {n}")
         key = (o["topic"], o["broker"], o["queue_id"])
         if key in seen:
@@ -248,17 +251,20 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     )
 
 
+#: an integer cell of a plan: digits with an optional minus, nothing else (int() takes more)
+_CSV_INT = re.compile(r"-?[0-9]+")
+
+
 def _plan_row(row: dict[str, str], need: list[str], where: str) -> dict[str, Any]:
     """One plan row as a backup's offset row, refused unless every needed cell is there and the
     queue and offset are integers >= 0."""
     if any(not row.get(c) for c in need):
         raise errors.UsageError(f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed")
-    try:
-        queue, offset = int(row["queue"]), int(row["offset"])
-    except ValueError:
+    if not all(_CSV_INT.fullmatch(row[c]) for c in ("queue", "offset")):
         raise errors.UsageError(
             f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; nothing was changed"
-        ) from None
+        )
+    queue, offset = int(row["queue"]), int(row["offset"])
     if queue < 0 or offset < 0:
         raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
     return {"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset}
