@@ -3,6 +3,7 @@ serves one, direct offset updates otherwise, then every planned queue read back.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from mqadmin.commands._common import fan_out
 from mqadmin.commands._plan import (
     ACKED,
     APPLIED,
+    INTERRUPTED_UNKNOWN,
     OVERWRITTEN,
     UNCHANGED,
     UNKNOWN,
@@ -67,6 +69,8 @@ class BrokerOffsets:
         #: the group pulled messages in the last minute (consume stats): a client commits offsets,
         #: whether or not the broker lists it (one that sends no heartbeats)
         self.committing = False
+        #: set by Ctrl-C: no further writes
+        self._stop = threading.Event()
 
     @property
     def address(self) -> str:
@@ -167,6 +171,8 @@ class BrokerOffsets:
             broker, rows = item
             try:
                 how, table = self._apply_broker(result.group, broker, rows)
+                if self._stop.is_set():
+                    return  # interrupted: the read-back after it reports
                 result.method[broker] = how
                 if table is not None:
                     self.pushed.add(broker)
@@ -174,10 +180,13 @@ class BrokerOffsets:
                         if (mq.topic, broker, mq.queue_id) in self.expected:
                             self.expected[(mq.topic, broker, mq.queue_id)] = off
                             self.acked.add((mq.topic, broker, mq.queue_id))
+            except _Stopped:
+                return
             except errors.MqadminError as exc:
-                result.errors.append(self._error(broker, str(exc), getattr(exc, "code", None)))
+                if not self._stop.is_set():
+                    result.errors.append(self._error(broker, str(exc), getattr(exc, "code", None)))
 
-        fan_out(apply, sorted(by_broker.items()))
+        flow.daemon_map(apply, sorted(by_broker.items()))
         if not self.admin.address.startswith("mock"):
             result.durability = (
                 "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
@@ -189,6 +198,7 @@ class BrokerOffsets:
         admin, info, reset_ts = self.admin, self.infos.get(broker), self.reset_ts
         if info is not None and info.server_side_reset:
             for q in rows:
+                self._check_stop()
                 admin.reset_offset_by_time(
                     q.topic,
                     group,
@@ -205,6 +215,7 @@ class BrokerOffsets:
                 cpp = self.cplus if self.cplus is not None else _cpp_consumer_online(admin, group)
                 table: dict[MessageQueue, int] = {}
                 for topic in sorted({q.topic for q in rows}):  # a pushed reset names one topic
+                    self._check_stop()
                     table |= admin.reset_offset_by_time(
                         topic, group, reset_ts, self.force, broker_name=broker, cplus=cpp
                     )
@@ -220,6 +231,7 @@ class BrokerOffsets:
         else:
             how = "direct offset update"
         for q in rows:
+            self._check_stop()
             admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
             self.acked.add(q.mq_key)
         return how, None
@@ -250,7 +262,8 @@ class BrokerOffsets:
                 failed.add(k)  # unreachable, or it answered with an error: we cannot know
                 return None
 
-        got = dict(zip(keys, fan_out(read, keys), strict=True))
+        done = flow.daemon_map(read, keys)  # not left holding the process open by a Ctrl-C
+        got = {k: done[i] for i, k in enumerate(keys)}
         return {k: v for k, v in got.items() if k not in failed} if strict else got
 
     def _watch(self, result: ResetResult) -> tuple[dict[Key, int | None], set[Key]]:
@@ -349,6 +362,37 @@ class BrokerOffsets:
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
         result.verified = sum(1 for q in result.queues if applied(q))
 
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise _Stopped()
+
+    def interrupt(self) -> None:
+        self._stop.set()
+
+    def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
+        keys = [q.mq_key for q in changed]
+
+        def read(k: Key) -> int | None:
+            return self.admin.consumer_offset(result.group, MessageQueue(*k))
+
+        try:
+            done = flow.daemon_map(read, keys, deadline=deadline)
+        except errors.MqadminError:
+            done = {}
+        if len(done) < len(keys):
+            ctx.env.warn(f"{len(keys) - len(done)} queue(s) did not answer the read-back: their outcome is unknown")
+        for i, q in enumerate(changed):
+            got = done.get(i, _MISSING)
+            if got is _MISSING:
+                q.outcome = INTERRUPTED_UNKNOWN
+            elif got == q.new_offset:
+                q.outcome = APPLIED
+            elif got == q.old_offset:
+                q.outcome = UNCHANGED
+            else:
+                q.outcome = f"at {got} (planned {q.new_offset})"
+        result.verified, result.planned = sum(1 for q in changed if applied(q)), len(changed)
+
     def failure_line(self, result: ResetResult) -> str:
         """Per broker, what is true now (brokers with every queue applied left out), and how to undo."""
         counts: dict[str, dict[str, int]] = {}
@@ -364,7 +408,11 @@ class BrokerOffsets:
             if set(per) != {"applied"}
         ]
         head = "partly applied" if done else "not applied"
-        return f"{head} ({'; '.join(parts)}); restore with: {result.undo}"
+        if result.interrupted and not parts:
+            return f"interrupted after every queue was applied; restore with: {result.undo}"
+        return (
+            f"{'interrupted: ' if result.interrupted else ''}{head} ({'; '.join(parts)}); restore with: {result.undo}"
+        )
 
     def _where(self, broker: str) -> str:
         """A broker's name with its address: operators know brokers by name, networks by address."""
@@ -375,6 +423,13 @@ class BrokerOffsets:
         info = self.infos.get(broker)
         return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
 
+
+class _Stopped(Exception):
+    """The apply was interrupted before this write."""
+
+
+#: a read that did not answer in time
+_MISSING = object()
 
 #: the broker id of a master in a route's addresses (slaves have 1, 2, ...)
 MASTER_ID = 0

@@ -41,6 +41,8 @@ class LocalOffsets:
     #: store time of the first unconsumed message per (queue, offset): clients at the same
     #: offset cost one read
     _oldest: dict[tuple[MessageQueue, int], int | None] = field(default_factory=dict, repr=False)
+    #: Ctrl-C during the apply: no further files are written
+    _stopped: bool = field(default=False, repr=False)
 
     @classmethod
     def open(cls, ctx: Context, path: str | Path, group: str | None, *, one_group: bool = False) -> LocalOffsets:
@@ -150,6 +152,8 @@ class LocalOffsets:
 
         files = self.by_client()
         for client, rows in sorted(_by_client(changed).items()):
+            if self._stopped:
+                return
             f = files[client]
             new = dict(f.offsets)
             for q in rows:
@@ -189,6 +193,13 @@ class LocalOffsets:
                 q.outcome = "not verified (see the FAILED line)"
         result.planned = len(changed)
         result.verified = sum(1 for q in changed if applied(q))
+
+    def interrupt(self) -> None:
+        self._stopped = True
+
+    def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
+        """Local files answer at once: the read-back is the usual one, each file as written or not."""
+        self.verify(ctx, result, changed)
 
     def failure_line(self, result: ResetResult) -> str:
         failed = ", ".join(sorted({e["broker"] for e in result.errors}))

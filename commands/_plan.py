@@ -27,6 +27,8 @@ UNKNOWN = "unknown (broker unreachable)"
 ACKED = "acknowledged (not read back: broker unreachable)"
 #: read back at neither the planned nor the old offset, and no consumer of the group explains it
 OVERWRITTEN = "overwritten by another change"
+#: Ctrl-C during the apply, and the queue did not answer the short read-back after it
+INTERRUPTED_UNKNOWN = "unknown (interrupted; not read back)"
 
 
 def not_applied(q: PlanRow) -> bool:
@@ -126,6 +128,8 @@ class ResetResult(ResultBase):
     notes: list[str] = field(default_factory=list)
     #: --export: the plan was written to this CSV file instead of being applied
     exported: str | None = None
+    #: Ctrl-C after the first write: no further writes, outcomes from a short read-back (exit 130)
+    interrupted: bool = False
 
     @property
     def multi_topic(self) -> bool:
@@ -195,6 +199,8 @@ class ResetResult(ResultBase):
             doc["exported"] = self.exported
         if self.errors:
             doc["errors"] = self.errors
+        if self.interrupted:
+            doc["interrupted"] = True
         return doc
 
     def java_text(self) -> str:

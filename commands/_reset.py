@@ -7,17 +7,22 @@ offsets files) is an ``OffsetSource``, and ``run_plan`` runs the same steps over
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from mqadmin.commands._common import fan_out
+from mqadmin.commands._common import FAN_OUT, fan_out
 from mqadmin.commands._plan import PlanRow, ResetResult, write_plan_csv
 
 from mqadmin import errors
 from mqadmin.config import default_home
 from mqadmin.registry import Opt
 from mqadmin.safety import OffsetBackup, default_backup_path
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -42,6 +47,9 @@ PUSH_POLL_S = 0.05
 #: after an apply with clients online, read back again once their commit interval has passed
 #: (persistConsumerOffsetInterval: 5 s by default), to catch clients that commit their own offsets
 COMMIT_WAIT_S = 6.0
+#: after Ctrl-C during an apply, how long the read-back of what is true may take (a second
+#: Ctrl-C ends it sooner); queues that did not answer by then are reported unknown
+INTERRUPT_READ_S = 3.0
 
 NO_WAIT = Opt(
     "no_wait",
@@ -100,6 +108,13 @@ class OffsetSource(Protocol):
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         """Read back, set each row's outcome and ``result.verified``/``planned``."""
 
+    def interrupt(self) -> None:
+        """Ctrl-C during the apply: send no further writes (a write under way may still land)."""
+
+    def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
+        """After ``interrupt``: read back what answers before ``deadline`` (monotonic; a second
+        Ctrl-C ends the wait) and set each changed row's outcome: applied, unchanged or unknown."""
+
     def failure_line(self, result: ResetResult) -> str:
         """One line saying what is true now and how to undo (only when errors remain)."""
         ...
@@ -133,7 +148,12 @@ def run_plan(
     source.check(ctx, result)
     if ctx.env.stdin_tty and not ctx.assume_yes:
         show_plan(ctx.env, result)
-        if not ctx.confirm(source.question(result, changed)):
+        try:
+            yes = ctx.confirm(source.question(result, changed))
+        except KeyboardInterrupt:
+            ctx.env.stderr.write("\n")
+            raise errors.InterruptedAtPrompt() from None
+        if not yes:
             raise errors.Cancelled()
     source.prepare(ctx, result, changed)
     changed = _check_stale(ctx, result, source.moved(ctx, result), changed, force_stale)
@@ -143,12 +163,95 @@ def run_plan(
     source.backup(result).write(path)
     result.backup = str(path)
     ctx.env.note(f"backup of the current offsets: {path}")
-    source.apply(ctx, result, changed)
-    result.applied_at = int(time.time() * 1000)
-    source.verify(ctx, result, changed)
-    if result.errors:
+
+    def apply_and_verify() -> None:
+        source.apply(ctx, result, changed)
+        if not result.interrupted:
+            result.applied_at = int(time.time() * 1000)
+            source.verify(ctx, result, changed)
+
+    if not _until_interrupted(apply_and_verify):
+        _interrupted(ctx, result, source, changed)
+    if result.errors or result.interrupted:
         result.failure = source.failure_line(result)
     return result
+
+
+def daemon_map(fn: Callable[[T], R], items: list[T], *, deadline: float | None = None) -> dict[int, R]:
+    """``fn`` over ``items`` (results by index) as ``fan_out``, but on daemon threads, so that
+    calls left hanging by a Ctrl-C (a stopped broker) do not hold the process open. With
+    ``deadline`` (monotonic): the results in by then, or when Ctrl-C ends the wait."""
+    results: dict[int, R] = {}
+    failed: list[BaseException] = []
+    todo = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not failed:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                value = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001 - raised in the waiting thread
+                failed.append(exc)
+                return
+            with lock:
+                results[i] = value
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(FAN_OUT, len(items)))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+    except KeyboardInterrupt:
+        if deadline is None:
+            raise
+    if failed:
+        raise failed[0]
+    with lock:
+        return dict(results)
+
+
+def _until_interrupted(fn: Callable[[], None]) -> bool:
+    """Run ``fn`` in a daemon thread; False when Ctrl-C came first (the thread is left behind,
+    and does not hold the process open). Its error, if any, is raised here."""
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=run, name="mqadmin-apply", daemon=True).start()
+        while not done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        return False
+    if failed:
+        raise failed[0]
+    return True
+
+
+def _interrupted(ctx: Context, result: ResetResult, source: OffsetSource, changed: list[PlanRow]) -> None:
+    """Ctrl-C after the backup: no further writes; what is true now, read back within a short
+    bound, is the report (then exit 130)."""
+    result.interrupted = True
+    source.interrupt()
+    ctx.env.warn(
+        f"interrupted: no further offsets are written; reading back what is true now (up to "
+        f"{INTERRUPT_READ_S:.0f} s; Ctrl-C again to stop waiting)"
+    )
+    result.errors = []
+    result.applied_at = int(time.time() * 1000)
+    source.settle(ctx, result, changed, time.monotonic() + INTERRUPT_READ_S)
 
 
 def _check_stale(

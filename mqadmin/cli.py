@@ -16,7 +16,7 @@ import typer.main
 
 from mqadmin import __version__
 from mqadmin.command_table import HELP, PROG, VERSION_HELP
-from mqadmin.errors import Cancelled, CheckFailed, MqadminError, QuietExit, UsageError
+from mqadmin.errors import Cancelled, CheckFailed, Interrupted, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
 from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, Result, render, write_result
 from mqadmin.registry import Opt, SubCommand, commands, lookup
@@ -181,8 +181,8 @@ def _finish(result: Result, fmt: str, env: Env, output_file: str | None) -> None
         render(result, fmt, env)
     if result.check_failure:
         raise CheckFailed(result.check_failure)
-    if result.failure:
-        raise MqadminError(result.failure)
+    if result.failure:  # Ctrl-C after a change began ends as interrupted, its report printed
+        raise (Interrupted if getattr(result, "interrupted", False) else MqadminError)(result.failure)
 
 
 def _check_names(opt: Opt, value: str) -> None:

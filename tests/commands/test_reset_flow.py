@@ -4,8 +4,10 @@ every apply, failed or not, is read back."""
 
 from __future__ import annotations
 
+import _thread
 import io
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ class Recorder:
         self.fail_apply = fail_apply
         self.backup_on_disk_at_apply: bool | None = None
         self.stale: list[tuple[PlanRow, int | None]] = []
+        self.hang_apply = False
 
     def start(self, ctx: Context, result: ResetResult) -> None:
         self.steps.append("start")
@@ -57,6 +60,9 @@ class Recorder:
 
     def apply(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         self.steps.append("apply")
+        if self.hang_apply:
+            _thread.interrupt_main()  # Ctrl-C while the write hangs on a stopped broker
+            time.sleep(30)
         self.backup_on_disk_at_apply = result.backup is not None and Path(result.backup).is_file()
         if self.fail_apply:
             result.errors.append({"broker": "b", "message": "refused", "code": None})
@@ -64,6 +70,14 @@ class Recorder:
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         self.steps.append("verify")
         result.verified, result.planned = 0 if self.fail_apply else len(changed), len(changed)
+
+    def interrupt(self) -> None:
+        self.steps.append("interrupt")
+
+    def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
+        self.steps.append("settle")
+        for q in changed:
+            q.outcome = "unknown (interrupted; not read back)"
 
     def failure_line(self, result: ResetResult) -> str:
         return f"not applied; restore with: {result.undo}"
@@ -142,3 +156,27 @@ def test_force_stale_backs_up_the_offsets_it_replaces(tmp_path: Path) -> None:
     assert [o["offset"] for o in saved["offsets"]] == [7, 55]
     assert [(q.old_offset, q.new_offset) for q in result.queues] == [(7, 10), (55, 55)]
     assert isinstance(ctx.env.stderr, io.StringIO) and "--force-stale" in ctx.env.stderr.getvalue()
+
+
+def test_ctrl_c_during_the_apply_reports_what_is_true_and_how_to_undo(tmp_path: Path) -> None:
+    source, result = Recorder(), _result()
+    source.hang_apply = True
+    started = time.monotonic()
+    run_plan(_ctx(), result, source, backup_path=str(tmp_path / "b.json"))
+    assert time.monotonic() - started < 5  # the hanging write is left behind
+    assert source.steps[-3:] == ["apply", "interrupt", "settle"]
+    assert result.interrupted and result.failure is not None and "restoreOffset --from" in result.failure
+    assert result.queues[0].outcome == "unknown (interrupted; not read back)"
+
+
+def test_ctrl_c_at_the_question_changes_nothing(tmp_path: Path) -> None:
+    class CtrlC(_Tty):
+        def readline(self, size: int | None = -1) -> str:
+            raise KeyboardInterrupt
+
+    source = Recorder()
+    ctx = Context(address="test:1", env=Env(io.StringIO(), io.StringIO(), CtrlC()), assume_yes=False)
+    with pytest.raises(errors.InterruptedAtPrompt, match="cancelled, nothing changed") as caught:
+        run_plan(ctx, _result(), source, backup_path=str(tmp_path / "b.json"))
+    assert caught.value.exit_code == 130 and source.steps == ["start", "check"]
+    assert not (tmp_path / "b.json").exists()
