@@ -203,6 +203,22 @@ class ResetResult(ResultBase):
             doc["interrupted"] = True
         return doc
 
+    def lost_report_lines(self) -> list[str]:
+        """When the report cannot be written (stdout on a full disk): what the change did, in a
+        few lines for stderr, with the backup and the undo line (nothing when nothing changed)."""
+        if self.applied_at is None:
+            return []
+        head = "mqadmin: the report could not be written, but offsets were changed"
+        if self.verified is not None and self.planned is not None:
+            head += (
+                f": {self.verified} of {self.planned} queue(s) of group {self.group} read back at their planned offsets"
+            )
+        lines = [head]
+        lines += [f"  {self.where(q)}{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if not_applied(q)]
+        if self.backup:
+            lines += [f"Backup: {self.backup}", f"Undo: {self.undo}"]
+        return lines
+
     def java_text(self) -> str:
         """The Java tool's text for this command, column for column (its printf formats; the
         words differ between the 4.9 and 5.x tools, so they follow the brokers' version)."""

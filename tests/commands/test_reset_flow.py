@@ -7,10 +7,15 @@ from __future__ import annotations
 import _thread
 import io
 import json
+import shlex
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import Store
 from mqadmin.commands._plan import PlanRow, ResetResult
 from mqadmin.commands._reset import run_plan
 
@@ -180,3 +185,28 @@ def test_ctrl_c_at_the_question_changes_nothing(tmp_path: Path) -> None:
         run_plan(ctx, _result(), source, backup_path=str(tmp_path / "b.json"))
     assert caught.value.exit_code == 130 and source.steps == ["start", "check"]
     assert not (tmp_path / "b.json").exists()
+
+
+def test_a_change_whose_report_cannot_be_written_says_on_stderr_what_it_did(
+    make_store: Callable[..., Store], tmp_path: Path
+) -> None:
+    """stdout on a full disk (/dev/full): the offsets moved, so stderr says so and how to undo."""
+    store = make_store(count=80, groups={"g": None})
+    argv = [sys.executable, "-m", "mqadmin", "resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*argv, "--to-earliest", "--yes"], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "8 of 8 queue(s) of group g read back at their planned offsets" in proc.stderr
+    assert "No space left on device" in proc.stderr and "Traceback" not in proc.stderr
+    undo = [line for line in proc.stderr.splitlines() if line.startswith("Undo: mqadmin restoreOffset --from ")]
+    assert len(undo) == 1
+    back = subprocess.run([sys.executable, "-m", "mqadmin", *shlex.split(undo[0])[2:]], capture_output=True, text=True)
+    assert back.returncode == 0 and "Verified: 8 queues read back" in back.stdout, back.stderr
+
+
+def test_a_dry_run_whose_report_cannot_be_written_claims_no_change(make_store: Callable[..., Store]) -> None:
+    store = make_store(count=80, groups={"g": None})
+    argv = [sys.executable, "-m", "mqadmin", "resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*argv, "--to-earliest", "--dry-run"], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 1 and "offsets were changed" not in proc.stderr and "Undo:" not in proc.stderr
