@@ -91,8 +91,13 @@ class BrokerOffsets:
 
     def check(self, ctx: Context, result: ResetResult) -> None:
         """Refuse while every broker still holds what the plan read (before the question and the
-        backup) when a planned broker cannot take the write; warn about pull consumers."""
-        require_masters(ctx.admin(), [q for q in result.queues if q.changes])
+        backup) when a planned broker cannot take the write (the store in use by a server, no
+        master); warn about pull consumers."""
+        admin = self._writer = ctx.admin(write=True)
+        self.infos = {b.broker_name: b for b in admin.cluster_brokers()}
+        result.versions = {name: b.version for name, b in self.infos.items()}
+        result.address = admin.address
+        require_masters(admin, [q for q in result.queues if q.changes])
         online = self._online = _online(ctx.admin(), result.group)
         if online is not None and online.consume_type == PULL:
             ctx.env.warn(
@@ -105,10 +110,7 @@ class BrokerOffsets:
         return f"Apply to {len(changed)} queue(s) of group {result.group}?"
 
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
-        admin = self._writer = ctx.admin(write=True)
-        self.infos = {b.broker_name: b for b in admin.cluster_brokers()}
-        result.versions = {name: b.version for name, b in self.infos.items()}
-        result.address = admin.address
+        pass  # opened for writing in check(), before the question
 
     @property
     def consumers_active(self) -> bool:

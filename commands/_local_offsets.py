@@ -104,20 +104,24 @@ class LocalOffsets:
         result.local_files, result.local_path = self.files, self.path
 
     def check(self, ctx: Context, result: ResetResult) -> None:
-        pass  # whether the clients run was checked while planning (check_stopped)
+        """A folder that cannot be written refuses before the question (whether the clients run
+        was checked while planning: check_stopped)."""
+        from mqadmin.localstore import check_writable
+
+        files = self.by_client()
+        check_writable(files[c] for c in dict.fromkeys(q.client or "" for q in result.queues if q.changes))
 
     def question(self, result: ResetResult, changed: list[PlanRow]) -> str:
         clients = len({q.client for q in changed})
         return f"Rewrite the offsets files of {clients} client(s) of group {result.group}?"
 
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
-        """All or nothing when a folder is not writable or a client wrote meanwhile: refuse before
+        """All or nothing when a client wrote meanwhile (while the question waited): refuse before
         the first write."""
-        from mqadmin.localstore import check_writable, ensure_unchanged
+        from mqadmin.localstore import ensure_unchanged
 
         files = self.by_client()
         clients = list(dict.fromkeys(q.client or "" for q in changed))
-        check_writable(files[c] for c in clients)
         for c in clients:
             ensure_unchanged(files[c])
 

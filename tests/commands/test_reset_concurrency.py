@@ -2,8 +2,9 @@
 write, so a change made meanwhile is never silently overwritten; what each operator prints is
 what the brokers hold, and each backup undoes exactly its own change.
 
-The second operator runs while the first waits at its prompt (a person reading the plan), or
-while the first is between its writes and its read-back (a race the check cannot close)."""
+The second operator runs while the first waits at its question (a person reading the plan; on an
+embedded store, which the first holds from its question on, between its plan and its question),
+or while the first is between its writes and its read-back (a race the check cannot close)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,23 @@ class _Answer(io.StringIO):
     def readline(self, size: int | None = -1) -> str:
         self.meanwhile()
         return "y\n"
+
+
+def _meanwhile(door: str, monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> io.StringIO | None:
+    """Let ``act`` happen after the first operator read its plan and before it writes: at its
+    question (the stdin to give it), or on an embedded store just before it opens the store."""
+    if door == "tcp":
+        return _Answer(act)
+    check, done = BrokerOffsets.check, []
+
+    def check_after(self: BrokerOffsets, *args: Any) -> None:
+        if not done:
+            done.append(True)
+            act()
+        check(self, *args)
+
+    monkeypatch.setattr(BrokerOffsets, "check", check_after)
+    return None
 
 
 def _run(*args: str, stdin: io.StringIO | None = None) -> CliResult:
@@ -78,12 +96,12 @@ def _backup(r: CliResult) -> dict[tuple[str, int], int]:
 
 
 def test_a_change_made_while_the_plan_waited_stops_the_stale_plan(
-    make_store: Callable[..., Store], mqadmin_home: Path
+    make_store: Callable[..., Store], mqadmin_home: Path, door: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make_store(count=800, groups={GROUP: None})
     initial = _offsets(store)
     second: list[CliResult] = []
-    first = _reset(store, 20, stdin=_Answer(lambda: second.append(_reset(store, 30))))
+    first = _reset(store, 20, stdin=_meanwhile(door, monkeypatch, lambda: second.append(_reset(store, 30))))
     (b,) = second
     assert b.code == 0, b.stderr
     final = _offsets(store)
@@ -97,12 +115,13 @@ def test_a_change_made_while_the_plan_waited_stops_the_stale_plan(
 
 
 def test_force_stale_applies_over_it_and_backs_up_what_it_replaced(
-    make_store: Callable[..., Store], mqadmin_home: Path
+    make_store: Callable[..., Store], mqadmin_home: Path, door: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make_store(count=800, groups={GROUP: None})
     initial = _offsets(store)
     second: list[CliResult] = []
-    first = _reset(store, 20, "--force-stale", stdin=_Answer(lambda: second.append(_reset(store, 30))))
+    act = _meanwhile(door, monkeypatch, lambda: second.append(_reset(store, 30)))
+    first = _reset(store, 20, "--force-stale", stdin=act)
     (b,) = second
     assert b.code == 0 and first.code == 0, first.stderr
     assert "applying the plan over them (--force-stale)" in first.stderr
@@ -114,6 +133,24 @@ def test_force_stale_applies_over_it_and_backs_up_what_it_replaced(
     by_b = {k: 30 for k in initial}
     assert _backup(first) == by_b and _undo(store, first) == by_b  # undoes its own change only
     assert _undo(store, b) == initial
+
+
+def test_on_an_embedded_store_the_second_operator_waits_for_the_first(
+    make_store: Callable[..., Store], door: str
+) -> None:
+    """The first holds the store from its question on: the second is refused, nothing changed."""
+    if door == "tcp":
+        pytest.skip("a server takes both operators' writes")
+    store = make_store(count=800, groups={GROUP: None})
+    initial = _offsets(store)
+    second: list[CliResult] = []
+    first = _reset(store, 20, stdin=_Answer(lambda: second.append(_reset(store, 30))))
+    (b,) = second
+    assert b.code == 1 and "in use by pid" in b.stderr and b.stdout == ""
+    assert first.code == 0, first.stderr
+    final = _offsets(store)
+    assert {k: q["new_offset"] for k, q in _printed(first).items() if q["outcome"] == "applied"} == final
+    assert _backup(first) == initial and _undo(store, first) == initial
 
 
 def test_a_change_between_the_writes_and_the_read_back_is_reported_as_overwritten(

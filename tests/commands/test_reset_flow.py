@@ -210,3 +210,28 @@ def test_a_dry_run_whose_report_cannot_be_written_claims_no_change(make_store: C
     with open("/dev/full", "w") as full:
         proc = subprocess.run([*argv, "--to-earliest", "--dry-run"], stdout=full, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 1 and "offsets were changed" not in proc.stderr and "Undo:" not in proc.stderr
+
+
+def test_a_store_a_server_holds_is_refused_before_the_question(
+    make_store: Callable[..., Store], door: str, mqadmin_home: Path
+) -> None:
+    """mockBroker serving the store holds its lock: the reset says so before it asks, not after y."""
+    if door == "tcp":
+        pytest.skip("through the server the store is not opened by the command")
+    from mqadmin.cli import main
+    from mqadmin.mock.cluster import MockCluster
+
+    store = make_store(count=80, groups={"g": None})
+    server_side = MockCluster(store.path, writable=True)  # what mockBroker holds while it serves
+    try:
+        err = io.StringIO()
+        stdin = _Tty("y\n")
+        code = main(
+            ["resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "--to-earliest"],
+            env=Env(io.StringIO(), err, stdin),
+        )
+    finally:
+        server_side.close()
+    assert code == 1 and "in use by pid" in err.getvalue(), err.getvalue()
+    assert "Apply to" not in err.getvalue() and stdin.tell() == 0  # never asked
+    assert not (mqadmin_home / "backups").exists()
