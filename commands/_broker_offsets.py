@@ -3,12 +3,23 @@ serves one, direct offset updates otherwise, then every planned queue read back.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands import _reset as flow
 from mqadmin.commands._common import fan_out
-from mqadmin.commands._plan import ACKED, APPLIED, UNCHANGED, UNKNOWN, PlanRow, ResetResult, applied
+from mqadmin.commands._plan import (
+    ACKED,
+    APPLIED,
+    INTERRUPTED_UNKNOWN,
+    OVERWRITTEN,
+    UNCHANGED,
+    UNKNOWN,
+    PlanRow,
+    ResetResult,
+    applied,
+)
 
 from mqadmin import errors
 from mqadmin.model import BrokerInfo, MessageQueue
@@ -55,6 +66,11 @@ class BrokerOffsets:
         #: brokers that pushed the reset to online consumers; queues whose write a broker acknowledged
         self.pushed: set[str] = set()
         self.acked: set[Key] = set()
+        #: the group pulled messages in the last minute (consume stats): a client commits offsets,
+        #: whether or not the broker lists it (one that sends no heartbeats)
+        self.committing = False
+        #: set by Ctrl-C: no further writes
+        self._stop = threading.Event()
 
     @property
     def address(self) -> str:
@@ -75,8 +91,13 @@ class BrokerOffsets:
 
     def check(self, ctx: Context, result: ResetResult) -> None:
         """Refuse while every broker still holds what the plan read (before the question and the
-        backup) when a planned broker cannot take the write; warn about pull consumers."""
-        require_masters(ctx.admin(), [q for q in result.queues if q.changes])
+        backup) when a planned broker cannot take the write (the store in use by a server, no
+        master); warn about pull consumers."""
+        admin = self._writer = ctx.admin(write=True)
+        self.infos = {b.broker_name: b for b in admin.cluster_brokers()}
+        result.versions = {name: b.version for name, b in self.infos.items()}
+        result.address = admin.address
+        require_masters(admin, [q for q in result.queues if q.changes])
         online = self._online = _online(ctx.admin(), result.group)
         if online is not None and online.consume_type == PULL:
             ctx.env.warn(
@@ -92,10 +113,42 @@ class BrokerOffsets:
         )
 
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
-        admin = self._writer = ctx.admin(write=True)
-        self.infos = {b.broker_name: b for b in admin.cluster_brokers()}
-        result.versions = {name: b.version for name, b in self.infos.items()}
-        result.address = admin.address
+        pass  # opened for writing in check(), before the question
+
+    @property
+    def consumers_active(self) -> bool:
+        """Consumers may move the group's offsets on their own: clients online, or commits seen."""
+        return self._online is not None or self.committing
+
+    def moved(self, ctx: Context, result: ResetResult) -> list[tuple[PlanRow, int | None]]:
+        """The offsets now against the plan's: a queue the consumers moved forward takes its offset
+        now as the old one; any other move is returned (another writer's). A queue that cannot be
+        read now keeps the plan's offset (the apply and read-back will say)."""
+        self.committing = self._pulled_lately(result)
+        now = self._read(result.group, [q.mq_key for q in result.queues], strict=True)
+        stale: list[tuple[PlanRow, int | None]] = []
+        for q in result.queues:
+            if q.mq_key not in now or now[q.mq_key] == q.old_offset:
+                continue
+            got = now[q.mq_key]
+            if got is not None and (q.old_offset is None or got > q.old_offset) and self.consumers_active:
+                if not q.changes:
+                    q.new_offset = got  # not planned to move: it stays where the consumers are
+                q.old_offset = got
+            else:
+                stale.append((q, got))
+        return stale
+
+    def _pulled_lately(self, result: ResetResult) -> bool:
+        """Whether the consume stats show the group pulling (consumeTps over the last minute). The
+        stats' lastTimestamp is a message's store time, not a commit's, so it is not used."""
+        for topic in sorted({q.topic for q in result.queues}):
+            try:
+                if self.admin.consume_stats(result.group, topic, partial=True).consume_tps > 0:
+                    return True
+            except errors.MqadminError:
+                continue
+        return False
 
     def backup(self, result: ResetResult) -> OffsetBackup:
         return OffsetBackup(
@@ -123,6 +176,8 @@ class BrokerOffsets:
             broker, rows = item
             try:
                 how, table = self._apply_broker(result.group, broker, rows)
+                if self._stop.is_set():
+                    return  # interrupted: the read-back after it reports
                 result.method[broker] = how
                 if table is not None:
                     self.pushed.add(broker)
@@ -130,10 +185,13 @@ class BrokerOffsets:
                         if (mq.topic, broker, mq.queue_id) in self.expected:
                             self.expected[(mq.topic, broker, mq.queue_id)] = off
                             self.acked.add((mq.topic, broker, mq.queue_id))
+            except _Stopped:
+                return
             except errors.MqadminError as exc:
-                result.errors.append(self._error(broker, str(exc), getattr(exc, "code", None)))
+                if not self._stop.is_set():
+                    result.errors.append(self._error(broker, str(exc), getattr(exc, "code", None)))
 
-        fan_out(apply, sorted(by_broker.items()))
+        flow.daemon_map(apply, sorted(by_broker.items()))
         if not self.admin.address.startswith("mock"):
             result.durability = (
                 "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
@@ -145,6 +203,7 @@ class BrokerOffsets:
         admin, info, reset_ts = self.admin, self.infos.get(broker), self.reset_ts
         if info is not None and info.server_side_reset:
             for q in rows:
+                self._check_stop()
                 admin.reset_offset_by_time(
                     q.topic,
                     group,
@@ -161,6 +220,7 @@ class BrokerOffsets:
                 cpp = self.cplus if self.cplus is not None else _cpp_consumer_online(admin, group)
                 table: dict[MessageQueue, int] = {}
                 for topic in sorted({q.topic for q in rows}):  # a pushed reset names one topic
+                    self._check_stop()
                     table |= admin.reset_offset_by_time(
                         topic, group, reset_ts, self.force, broker_name=broker, cplus=cpp
                     )
@@ -176,6 +236,7 @@ class BrokerOffsets:
         else:
             how = "direct offset update"
         for q in rows:
+            self._check_stop()
             admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
             self.acked.add(q.mq_key)
         return how, None
@@ -186,23 +247,29 @@ class BrokerOffsets:
         shows to be harmless (a lost reply after the last write) are dropped with a warning."""
         seen = self._watch(result)
         self._record(result, seen)
-        online = self._online
-        if online is not None and not self.no_wait and result.verified:
-            self._recheck(ctx, result, online)
+        if self.consumers_active and not self.no_wait and result.verified:
+            self._recheck(ctx, result, self._online)
         if result.errors and result.verified == result.planned:
             for e in result.errors:
                 ctx.env.warn(f"{self._where(e['broker'])}: {e['message']}; the read-back shows its queues applied")
                 result.method.setdefault(e["broker"], "applied (the broker's reply was lost; verified by read-back)")
             result.errors = []
 
-    def _read(self, group: str, keys: list[Key]) -> dict[Key, int | None]:
+    def _read(self, group: str, keys: list[Key], *, strict: bool = False) -> dict[Key, int | None]:
+        """Each queue's committed offset (None: none, or it could not be read; ``strict``: the
+        queues that could not be read are left out)."""
+        failed: set[Key] = set()
+
         def read(k: Key) -> int | None:
             try:
                 return self.admin.consumer_offset(group, MessageQueue(*k))
             except errors.MqadminError:
-                return None  # unreachable, or it answered with an error: we cannot know
+                failed.add(k)  # unreachable, or it answered with an error: we cannot know
+                return None
 
-        return dict(zip(keys, fan_out(read, keys), strict=True))
+        done = flow.daemon_map(read, keys)  # not left holding the process open by a Ctrl-C
+        got = {k: done[i] for i, k in enumerate(keys)}
+        return {k: v for k, v in got.items() if k not in failed} if strict else got
 
     def _watch(self, result: ResetResult) -> tuple[dict[Key, int | None], set[Key]]:
         """(where every planned queue is now, the queues seen taking a pushed reset). Pushed
@@ -259,19 +326,26 @@ class BrokerOffsets:
                 q.outcome = ACKED if k in self.acked else UNKNOWN
             elif got == old.get(k):
                 q.outcome = UNCHANGED
+            elif not self.consumers_active:
+                q.outcome = f"{OVERWRITTEN}: at {got} (planned {want})"
             else:
                 q.outcome = f"at {got} (planned {want})"
             if not applied(q) and q.broker not in failed_brokers:
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
         result.verified, result.planned = verified, len(self.expected)
 
-    def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection) -> None:
+    def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection | None) -> None:
         """Read the applied queues again once the clients' commit interval has passed: a client
-        that keeps its own offsets commits them back and undoes the change."""
+        that keeps its own offsets commits them back and undoes the change. Clients the broker
+        does not list (no heartbeats) cannot take a pushed reset: any commit of theirs undoes it."""
+        clients = (
+            f"the {len(online.connections)} online client(s)"
+            if online is not None
+            else "the clients (the broker lists none, but the group pulled messages in the last minute)"
+        )
         ctx.env.note(
-            f"waiting {flow.COMMIT_WAIT_S:.0f} s for the {len(online.connections)} online client(s) of group "
-            f"{result.group} to commit (their interval is 5 s by default), then reading back again; "
-            "--no-wait skips this"
+            f"waiting {flow.COMMIT_WAIT_S:.0f} s for {clients} of group {result.group} to commit (their interval is "
+            "5 s by default), then reading back again; --no-wait skips this"
         )
         time.sleep(flow.COMMIT_WAIT_S)
         rows = [q for q in result.queues if applied(q)]
@@ -281,15 +355,48 @@ class BrokerOffsets:
             if got is None or got == q.new_offset:
                 continue
             old = q.old_offset if q.old_offset is not None else q.new_offset
+            keeps_own = online is None or online.consume_type == PULL
             if q.new_offset < old:
                 # re-delivering: consumers that took the reset move forward from it, not past where they were
-                undone = got < q.new_offset or (online.consume_type == PULL and got >= old)
+                undone = got < q.new_offset or (keeps_own and got >= old)
             else:
                 undone = got < q.new_offset
             if undone:
-                q.outcome = f"undone: at {got} (committed by {_ids(online)})"
+                who = _ids(online) if online is not None else "a client the broker does not list"
+                q.outcome = f"undone: at {got} (committed by {who})"
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
         result.verified = sum(1 for q in result.queues if applied(q))
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise _Stopped()
+
+    def interrupt(self) -> None:
+        self._stop.set()
+
+    def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
+        keys = [q.mq_key for q in changed]
+
+        def read(k: Key) -> int | None:
+            return self.admin.consumer_offset(result.group, MessageQueue(*k))
+
+        try:
+            done = flow.daemon_map(read, keys, deadline=deadline)
+        except errors.MqadminError:
+            done = {}
+        if len(done) < len(keys):
+            ctx.env.warn(f"{len(keys) - len(done)} queue(s) did not answer the read-back: their outcome is unknown")
+        for i, q in enumerate(changed):
+            got = done.get(i, _MISSING)
+            if got is _MISSING:
+                q.outcome = INTERRUPTED_UNKNOWN
+            elif got == q.new_offset:
+                q.outcome = APPLIED
+            elif got == q.old_offset:
+                q.outcome = UNCHANGED
+            else:
+                q.outcome = f"at {got} (planned {q.new_offset})"
+        result.verified, result.planned = sum(1 for q in changed if applied(q)), len(changed)
 
     def failure_line(self, result: ResetResult) -> str:
         """Per broker, what is true now (brokers with every queue applied left out), and how to undo."""
@@ -306,7 +413,11 @@ class BrokerOffsets:
             if set(per) != {"applied"}
         ]
         head = "partly applied" if done else "not applied"
-        return f"{head} ({'; '.join(parts)}); restore with: {result.undo}"
+        if result.interrupted and not parts:
+            return f"interrupted after every queue was applied; restore with: {result.undo}"
+        return (
+            f"{'interrupted: ' if result.interrupted else ''}{head} ({'; '.join(parts)}); restore with: {result.undo}"
+        )
 
     def _where(self, broker: str) -> str:
         """A broker's name with its address: operators know brokers by name, networks by address."""
@@ -317,6 +428,13 @@ class BrokerOffsets:
         info = self.infos.get(broker)
         return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
 
+
+class _Stopped(Exception):
+    """The apply was interrupted before this write."""
+
+
+#: a read that did not answer in time
+_MISSING = object()
 
 #: the broker id of a master in a route's addresses (slaves have 1, 2, ...)
 MASTER_ID = 0

@@ -41,6 +41,8 @@ class LocalOffsets:
     #: store time of the first unconsumed message per (queue, offset): clients at the same
     #: offset cost one read
     _oldest: dict[tuple[MessageQueue, int], int | None] = field(default_factory=dict, repr=False)
+    #: Ctrl-C during the apply: no further files are written
+    _stopped: bool = field(default=False, repr=False)
 
     @classmethod
     def open(cls, ctx: Context, path: str | Path, group: str | None, *, one_group: bool = False) -> LocalOffsets:
@@ -102,22 +104,29 @@ class LocalOffsets:
         result.local_files, result.local_path = self.files, self.path
 
     def check(self, ctx: Context, result: ResetResult) -> None:
-        pass  # whether the clients run was checked while planning (check_stopped)
+        """A folder that cannot be written refuses before the question (whether the clients run
+        was checked while planning: check_stopped)."""
+        from mqadmin.localstore import check_writable
+
+        files = self.by_client()
+        check_writable(files[c] for c in dict.fromkeys(q.client or "" for q in result.queues if q.changes))
 
     def question(self, result: ResetResult, changed: list[PlanRow]) -> str:
         clients = len({q.client for q in changed})
         return f"Rewrite the offsets files of {clients} client(s) of group {result.group}?"
 
     def prepare(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
-        """All or nothing when a folder is not writable or a client wrote meanwhile: refuse before
+        """All or nothing when a client wrote meanwhile (while the question waited): refuse before
         the first write."""
-        from mqadmin.localstore import check_writable, ensure_unchanged
+        from mqadmin.localstore import ensure_unchanged
 
         files = self.by_client()
         clients = list(dict.fromkeys(q.client or "" for q in changed))
-        check_writable(files[c] for c in clients)
         for c in clients:
             ensure_unchanged(files[c])
+
+    def moved(self, ctx: Context, result: ResetResult) -> list[tuple[PlanRow, int | None]]:
+        return []  # prepare refused files a client rewrote since the plan read them
 
     def backup(self, result: ResetResult) -> OffsetBackup:
         files = self.by_client()
@@ -147,6 +156,8 @@ class LocalOffsets:
 
         files = self.by_client()
         for client, rows in sorted(_by_client(changed).items()):
+            if self._stopped:
+                return
             f = files[client]
             new = dict(f.offsets)
             for q in rows:
@@ -186,6 +197,13 @@ class LocalOffsets:
                 q.outcome = "not verified (see the FAILED line)"
         result.planned = len(changed)
         result.verified = sum(1 for q in changed if applied(q))
+
+    def interrupt(self) -> None:
+        self._stopped = True
+
+    def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
+        """Local files answer at once: the read-back is the usual one, each file as written or not."""
+        self.verify(ctx, result, changed)
 
     def failure_line(self, result: ResetResult) -> str:
         failed = ", ".join(sorted({e["broker"] for e in result.errors}))

@@ -25,6 +25,10 @@ APPLIED = "applied"
 UNCHANGED = "unchanged"
 UNKNOWN = "unknown (broker unreachable)"
 ACKED = "acknowledged (not read back: broker unreachable)"
+#: read back at neither the planned nor the old offset, and no consumer of the group explains it
+OVERWRITTEN = "overwritten by another change"
+#: Ctrl-C during the apply, and the queue did not answer the short read-back after it
+INTERRUPTED_UNKNOWN = "unknown (interrupted; not read back)"
 
 
 def not_applied(q: PlanRow) -> bool:
@@ -124,6 +128,8 @@ class ResetResult(ResultBase):
     notes: list[str] = field(default_factory=list)
     #: --export: the plan was written to this CSV file instead of being applied
     exported: str | None = None
+    #: Ctrl-C after the first write: no further writes, outcomes from a short read-back (exit 130)
+    interrupted: bool = False
 
     @property
     def multi_topic(self) -> bool:
@@ -193,7 +199,25 @@ class ResetResult(ResultBase):
             doc["exported"] = self.exported
         if self.errors:
             doc["errors"] = self.errors
+        if self.interrupted:
+            doc["interrupted"] = True
         return doc
+
+    def lost_report_lines(self) -> list[str]:
+        """When the report cannot be written (stdout on a full disk): what the change did, in a
+        few lines for stderr, with the backup and the undo line (nothing when nothing changed)."""
+        if self.applied_at is None:
+            return []
+        head = "mqadmin: the report could not be written, but offsets were changed"
+        if self.verified is not None and self.planned is not None:
+            head += (
+                f": {self.verified} of {self.planned} queue(s) of group {self.group} read back at their planned offsets"
+            )
+        lines = [head]
+        lines += [f"  {self.where(q)}{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if not_applied(q)]
+        if self.backup:
+            lines += [f"Backup: {self.backup}", f"Undo: {self.undo}"]
+        return lines
 
     def java_text(self) -> str:
         """The Java tool's text for this command, column for column (its printf formats; the

@@ -9,7 +9,7 @@ from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, REASON, TOPIC, YES, required
 from mqadmin.commands._plan import ResetResult
-from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -28,6 +28,7 @@ class CloneGroupOffsetParams:
     offline: str | None
     while_online: bool
     no_wait: bool
+    force_stale: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -91,6 +92,7 @@ class CloneGroupOffsetCommand(SubCommand):
             default=False,
         ),
         NO_WAIT,
+        FORCE_STALE,
         EXPORT,
         DRY_RUN,
         YES,
@@ -135,7 +137,9 @@ class CloneGroupOffsetCommand(SubCommand):
             source_group=src,
         )
         brokers = BrokerOffsets(no_wait=params.no_wait)
-        return run_plan(ctx, result, brokers, backup_path=params.backup, export=params.export)
+        return run_plan(
+            ctx, result, brokers, backup_path=params.backup, export=params.export, force_stale=params.force_stale
+        )
 
 
 def _require_subscription(admin: Any, group: str) -> None:

@@ -29,7 +29,7 @@ from mqadmin.commands._options import (
     required,
 )
 from mqadmin.commands._plan import PlanRow, ResetResult
-from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -71,6 +71,7 @@ class ResetOffsetByTimeParams:
     shift_by: int | None
     to_offset: int | None
     no_wait: bool
+    force_stale: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -261,6 +262,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             metavar="N",
         ),
         NO_WAIT,
+        FORCE_STALE,
         EXPORT,
         DRY_RUN,
         YES,
@@ -342,7 +344,9 @@ def _on_brokers(
         cplus=True if params.cplus else None,
         no_wait=params.no_wait,
     )
-    return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
+    return run_plan(
+        ctx, result, source, backup_path=params.backup, export=params.export, force_stale=params.force_stale
+    )
 
 
 def _topics(ctx: Context, params: ResetOffsetByTimeParams, group: str) -> list[str]:
@@ -406,7 +410,9 @@ def _kafka(
         result.notes.append(line)
         ctx.env.warn(line)
     source = BrokerOffsets(force=force, no_wait=params.no_wait)
-    return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
+    return run_plan(
+        ctx, result, source, backup_path=params.backup, export=params.export, force_stale=params.force_stale
+    )
 
 
 def _select(route: TopicRoute, broker: str | None, queue: int | None) -> list[MessageQueue]:
@@ -457,7 +463,7 @@ def _local(
             )
     rows = _local_rows(ctx, source, queues, ts, offset_opt, force)
     result = ResetResult(group, topic, ts, params.dry_run, rows, tz=ctx.tz)
-    return run_plan(ctx, result, source, backup_path=params.backup)
+    return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
 
 def _local_rows(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from mqadmin.commands._common import (
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, REASON, TOPIC, WHILE_RUNNING, YES
 from mqadmin.commands._plan import PlanRow, ResetResult
-from mqadmin.commands._reset import NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset import FORCE_STALE, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -58,6 +59,7 @@ class RestoreOffsetParams:
     clamp: bool
     other_cluster: bool
     no_wait: bool
+    force_stale: bool
     dry_run: bool
     yes: bool
     backup: str | None
@@ -93,6 +95,7 @@ class RestoreOffsetCommand(SubCommand):
         CLAMP,
         OTHER_CLUSTER,
         NO_WAIT,
+        FORCE_STALE,
         DRY_RUN,
         YES,
         BACKUP,
@@ -136,7 +139,7 @@ class RestoreOffsetCommand(SubCommand):
         rows = _broker_rows(ctx, admin, backup, params.clamp)
         result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
         source = BrokerOffsets(no_wait=params.no_wait)
-        return run_plan(ctx, result, source, backup_path=params.backup)
+        return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
 
 def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) -> list[PlanRow]:
@@ -220,7 +223,9 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     offsets: list[dict[str, Any]] = []
     seen: set[tuple[str, str, int]] = set()
     for n, raw in enumerate(reader, start=2):
-        row = {str(k).strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        # queue and offset as written: " 7", "+8", "1_000" are not what an export writes
+        row = {str(k).strip(): (v or "") for k, v in raw.items() if k is not None}
+        row = {k: v if k in ("queue", "offset") else v.strip() for k, v in row.items()}
         o = _plan_row(row, need, f"plan file {path} line {n}")
         key = (o["topic"], o["broker"], o["queue_id"])
         if key in seen:
@@ -247,17 +252,20 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     )
 
 
+#: an integer cell of a plan: digits with an optional minus, nothing else (int() takes more)
+_CSV_INT = re.compile(r"-?[0-9]+")
+
+
 def _plan_row(row: dict[str, str], need: list[str], where: str) -> dict[str, Any]:
     """One plan row as a backup's offset row, refused unless every needed cell is there and the
     queue and offset are integers >= 0."""
     if any(not row.get(c) for c in need):
         raise errors.UsageError(f"{where}: empty {', '.join(c for c in need if not row.get(c))}; nothing was changed")
-    try:
-        queue, offset = int(row["queue"]), int(row["offset"])
-    except ValueError:
+    if not all(_CSV_INT.fullmatch(row[c]) for c in ("queue", "offset")):
         raise errors.UsageError(
             f"{where}: queue and offset must be integers, not {row['queue']!r}, {row['offset']!r}; nothing was changed"
-        ) from None
+        )
+    queue, offset = int(row["queue"]), int(row["offset"])
     if queue < 0 or offset < 0:
         raise errors.UsageError(f"{where}: a negative queue or offset ({queue}, {offset}); nothing was changed")
     return {"topic": row["topic"], "broker": row["broker"], "queue_id": queue, "offset": offset}
@@ -332,7 +340,7 @@ def _local(
         restored_from=str(params.from_),
         tz=ctx.tz,
     )
-    return run_plan(ctx, result, source, backup_path=params.backup)
+    return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
 
 def _local_targets(

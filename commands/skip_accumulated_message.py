@@ -8,7 +8,7 @@ from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, REASON, TOPIC, YES, parse_bool, required
 from mqadmin.commands._plan import ResetResult
-from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
 
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
@@ -22,6 +22,7 @@ class SkipAccumulatedMessageParams:
     topic: str
     force: str
     no_wait: bool
+    force_stale: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -61,6 +62,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
             metavar="true|false",
         ),
         NO_WAIT,
+        FORCE_STALE,
         EXPORT,
         DRY_RUN,
         YES,
@@ -96,4 +98,6 @@ class SkipAccumulatedMessageCommand(SubCommand):
         )
         # -1: the broker's "max offset" (what the Java tool sends); online consumers get it pushed
         source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=params.no_wait)
-        return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
+        return run_plan(
+            ctx, result, source, backup_path=params.backup, export=params.export, force_stale=params.force_stale
+        )

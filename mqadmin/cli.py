@@ -16,7 +16,7 @@ import typer.main
 
 from mqadmin import __version__
 from mqadmin.command_table import HELP, PROG, VERSION_HELP
-from mqadmin.errors import Cancelled, CheckFailed, MqadminError, QuietExit, UsageError
+from mqadmin.errors import Cancelled, CheckFailed, Interrupted, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
 from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, Result, render, write_result
 from mqadmin.registry import Opt, SubCommand, commands, lookup
@@ -184,14 +184,20 @@ def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) 
 
 def _finish(result: Result, fmt: str, env: Env, output_file: str | None) -> None:
     """Print (or write) the result, then end as it says: a breached check exits 3, a partial failure 1."""
-    if output_file:
-        write_result(result, fmt, env, output_file)
-    else:
-        render(result, fmt, env)
+    try:
+        if output_file:
+            write_result(result, fmt, env, output_file)
+        else:
+            render(result, fmt, env)
+    except OSError:  # a full disk, a closed pipe: a change still says on stderr what it did and how to undo it
+        for line in getattr(result, "lost_report_lines", list)():
+            env.stderr.write(line + "\n")
+        env.stderr.flush()
+        raise
     if result.check_failure:
         raise CheckFailed(result.check_failure)
-    if result.failure:
-        raise MqadminError(result.failure)
+    if result.failure:  # Ctrl-C after a change began ends as interrupted, its report printed
+        raise (Interrupted if getattr(result, "interrupted", False) else MqadminError)(result.failure)
 
 
 def _check_names(opt: Opt, value: str) -> None:

@@ -35,6 +35,18 @@ class Cancelled(MqadminError):
         super().__init__(message)
 
 
+class Interrupted(MqadminError):
+    """Ctrl-C after a change began: the report of what is true was printed first (exit 130)."""
+
+    exit_code = 130
+
+
+class InterruptedAtPrompt(Cancelled):
+    """Ctrl-C at a confirmation: nothing was changed, said as a declined question is (exit 130)."""
+
+    exit_code = 130
+
+
 class ConnectError(MqadminError):
     """Could not talk to a namesrv or broker: refused, reset, timed out, bad frame."""
 

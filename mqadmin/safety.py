@@ -62,6 +62,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def json_int(value: Any, what: str) -> int:
+    """A JSON integer and nothing that merely converts to one (``true``, ``12.5``, ``"100"``,
+    ``1e3``): a value read back from a file moves queues, so a doubtful one is refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{what} is {json.dumps(value)}, not an integer; nothing was changed")
+    return value
+
+
 @dataclass
 class OffsetBackup:
     """The offsets of one group on one topic at one moment: what restoreOffset puts back."""
@@ -114,7 +122,11 @@ class OffsetBackup:
             if not isinstance(doc["offsets"], list) or not doc["offsets"]:
                 raise ValueError("'offsets' (no rows)")
             offsets: list[dict[str, Any]] = [
-                {"broker": str(o["broker"]), "queue_id": int(o["queue_id"]), "offset": int(o["offset"])}
+                {
+                    "broker": str(o["broker"]),
+                    "queue_id": json_int(o["queue_id"], f"backup file {p}: {o['broker']} queue_id"),
+                    "offset": json_int(o["offset"], f"backup file {p}: {o['broker']} queue {o['queue_id']}: offset"),
+                }
                 | ({"topic": str(o["topic"])} if o.get("topic") else {})  # a backup of several topics
                 for o in doc["offsets"]
             ]
@@ -123,7 +135,7 @@ class OffsetBackup:
                 group=str(doc["group"]),
                 topic=str(doc["topic"]),
                 address=str(doc.get("address", "")),
-                taken_at=int(doc["taken_at"]),
+                taken_at=json_int(doc["taken_at"], f"backup file {p}: taken_at"),
                 reason=str(doc.get("reason", "")),
                 offsets=offsets,
                 clusters=[str(c) for c in clusters] if isinstance(clusters, list) else None,

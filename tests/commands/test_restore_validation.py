@@ -143,3 +143,18 @@ def test_backup_records_the_cluster(after_reset: tuple[Store, dict[str, Any]]) -
     finally:
         cluster.close()
     assert set(saved["brokers"]) == {"broker-a", "broker-b"}
+
+
+def test_an_offset_that_is_not_a_json_integer_is_refused(
+    after_reset: tuple[Store, dict[str, Any]], cli: Callable[..., CliResult], tmp_path: Path, mqadmin_home: Path
+) -> None:
+    store, doc = after_reset
+    before_backups = sorted((mqadmin_home / "backups").iterdir())
+    for value in (True, 12.5, "100", " 7 ", "+8", 1e3, "1_000", None):
+        for key, said in (("offset", f"offset is {json.dumps(value)}, not an integer"), ("queue_id", "queue_id is")):
+            path = edited(doc["backup"], tmp_path / "x.json", set_first(key, value))
+            res = cli("restoreOffset", "-n", store.address, "--from", path, "--yes")
+            assert res.code == 2 and said in res.stderr, (value, res.stderr)
+            assert len(res.stderr.strip().splitlines()) == 1
+            assert set(offsets(store).values()) == {0}
+            assert sorted((mqadmin_home / "backups").iterdir()) == before_backups
