@@ -107,7 +107,7 @@ class BrokerOffsets:
             )
 
     def question(self, result: ResetResult, changed: list[PlanRow]) -> str:
-        clusters = ",".join(sorted({b.cluster for b in self._reader.cluster_brokers()})) if self._reader else ""
+        clusters = ",".join(sorted({b.cluster for b in self.infos.values()}))
         return (
             f"Apply to {len(changed)} queue(s) of group {result.group} on cluster {clusters or '?'} at {self.address}?"
         )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._options import DRY_RUN, GROUP, REASON, TOPIC, YES
-from mqadmin.commands._reset import NO_WAIT
+from mqadmin.commands._reset import FORCE_STALE, NO_WAIT
 from mqadmin.commands.restore_offset import CLAMP, OTHER_CLUSTER
 
 from mqadmin import errors, journal
@@ -40,6 +40,7 @@ class HistoryParams:
     clamp: bool
     other_cluster: bool
     no_wait: bool
+    force_stale: bool
     dry_run: bool
     yes: bool
 
@@ -113,6 +114,7 @@ class HistoryCommand(SubCommand):
         CLAMP,
         OTHER_CLUSTER,
         NO_WAIT,
+        FORCE_STALE,
         DRY_RUN,
         YES,
         REASON,
@@ -193,6 +195,7 @@ def _undo(ctx: Context, params: HistoryParams, entry: journal.Entry, found: list
         backup=None,
         local_store=entry.record.get("local_store"),
         while_running=False,
+        force_stale=params.force_stale,
     )
     return RestoreOffsetCommand().execute(ctx, restore)
 

@@ -117,6 +117,7 @@ complete -c mqadmin -n '__fish_seen_subcommand_from history' -l older-than -r -d
 complete -c mqadmin -n '__fish_seen_subcommand_from history' -l clamp -d 'Move a backup offset that lies outside the queue\'s [min, max] today (e.g. retention deleted the messages) to the nearest bound; without it such a backup is refused'
 complete -c mqadmin -n '__fish_seen_subcommand_from history' -l other-cluster -d 'Restore a backup taken from another cluster (another name server and other broker addresses); without it such a backup is refused'
 complete -c mqadmin -n '__fish_seen_subcommand_from history' -l no-wait -d 'With consumers online or committing, do not wait 6 s after the apply to read the offsets back again (clients that keep their own offsets commit them every 5 s and may undo the change; mqadmin extension)'
+complete -c mqadmin -n '__fish_seen_subcommand_from history' -l force-stale -d 'Apply even when the offsets moved since the plan was read in a way no consumer of the group explains (another operator\'s change): without it such a change stops before writing anything (mqadmin extension)'
 complete -c mqadmin -n '__fish_seen_subcommand_from history' -l dry-run -d 'Print the plan only; change nothing (mqadmin extension)'
 complete -c mqadmin -n '__fish_seen_subcommand_from history' -l yes -s y -d 'Do not ask for confirmation (mqadmin extension)'
 complete -c mqadmin -n '__fish_seen_subcommand_from history' -l reason -r -d 'Why this change is made (e.g. an incident id): recorded in the journal that \'mqadmin history\' lists (mqadmin extension)'
