@@ -330,11 +330,14 @@ class IoLoop:
         with self._unsent_lock:
             self._over_limit = False
             excess = self._unsent - self.max_unsent
+        with self._conns_lock:
+            conns = list(self.conns)
+        # peers closed but not yet released give their bytes back in a moment: count them as gone
+        excess -= sum(c.unsent for c in conns if c.closed.is_set())
         if excess <= 0:
             return
-        with self._conns_lock:
-            conns = [c for c in self.conns if not c.closed.is_set()]
-        waiting = sorted((t, id(c), c) for c in conns if (t := c.oldest_unsent) is not None)
+        live = [c for c in conns if not c.closed.is_set()]
+        waiting = sorted((t, id(c), c) for c in live if (t := c.oldest_unsent) is not None)
         for _, _, conn in waiting:
             if excess <= 0:
                 break
