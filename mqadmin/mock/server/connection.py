@@ -232,8 +232,10 @@ class Connection:
                 return []
             assert self._decoder is not None
             cmds = self._decoder.feed(plain)
-            if not self._decoder.buffered and not self._transport.partial:
-                self.frame_started = None  # between frames: the next byte starts the clock again
+            if not (self._decoder.buffered or self._transport.partial):
+                self.frame_started = None  # between frames: the next byte starts the clock
+            elif cmds:
+                self.frame_started = self.last_active  # frames completed: the clock is the next one's
             return cmds
         except FrameTooLarge as exc:
             log.warning("dropping %s: %s", self.peer, exc)

@@ -357,6 +357,8 @@ class MockServer:
             self._work.put(conn)  # still scheduled: others get a turn first
             return
         if resume:
+            if conn.frame_started is not None:
+                conn.frame_started = time.monotonic()  # not its fault: we stopped reading
             self.io.want_write(conn)
 
     def _flush_loop(self) -> None:

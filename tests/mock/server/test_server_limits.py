@@ -147,3 +147,32 @@ def test_a_frame_trickling_in_is_closed_at_the_frame_timeout(serve: Serve, clien
     assert len(lived) == len(slow), f"{len(slow) - len(lived)} trickling connections still open after 12 s"
     assert max(lived) < 6.0, f"closed after up to {max(lived):.1f} s with a 1.5 s frame timeout"
     assert not honest.eof.is_set()
+
+
+def test_a_client_streaming_frames_for_longer_than_the_frame_timeout_is_served(serve: Serve) -> None:
+    """The deadline is per frame: a pipelining client whose reads never end on a frame boundary
+    is busy, not slow, however long it streams."""
+    server = serve(frame_timeout=1.0)
+    client = RawClient(server.broker_addrs["broker-a"])
+    try:
+        frames = [
+            encode(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": 0}, opaque=i))
+            for i in range(1000, 3000)
+        ]
+        size = len(frames[0])
+        assert {len(f) for f in frames} == {size}
+        stream = b"".join(frames)
+        client.sock.sendall(stream[: size // 2])
+        pos = size // 2  # every send (and so every read) ends half-way through a frame
+        started = time.monotonic()
+        while time.monotonic() - started < 3.0 and pos + 3 * size < len(stream):  # three frame timeouts
+            client.sock.sendall(stream[pos : pos + 3 * size])
+            pos += 3 * size
+            time.sleep(0.004)
+        assert time.monotonic() - started > 2.0, "the stream ran out before two frame timeouts passed"
+        client.sock.sendall(stream[pos:])
+        assert not client.eof.is_set(), "a streaming client was closed as if it were slowloris"
+        reply = client.call(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": 0})
+        assert reply.code == ResponseCode.SUCCESS
+    finally:
+        client.close()
