@@ -1,7 +1,8 @@
-"""What idle connections and one expensive request cost the mock broker server.
+"""What idle connections, one expensive request, clients that never read and slowloris peers cost
+the mock broker server.
 
     .venv/bin/python benchmarks/bench_server_limits.py                       # 1,000 and 10,000 idle connections
-    .venv/bin/python benchmarks/bench_server_limits.py --idle 1000 --runs 5
+    .venv/bin/python benchmarks/bench_server_limits.py --idle --cap 200      # only the bad peers, watched 200 s
     .venv/bin/python benchmarks/bench_server_limits.py --server-src /tmp/old  # an older tree's server, same client
     .venv/bin/python benchmarks/bench_server_limits.py --fuzz-inputs 1000000  # also a long codec fuzz run
 
@@ -11,8 +12,10 @@ request on a fresh connection while they are held, against a baseline with none 
 creates the widest topic the server allows (--queues, default the server's MAX_QUEUE_NUMS) and
 measures route-request latency on the name server while another client fetches that topic's
 stats (GET_TOPIC_STATS_INFO) in a loop, against the same latency with no stats running. Part 3
-pipelines route requests on a connection that never reads until the server cuts it, and
-reports the server's RSS before, at its peak and 2 s after (memory kept after a bad client). The
+has --unread (16) clients pipeline that topic's stats requests and never read a reply; it reports
+the server's RSS before, at its peak and 2 s after they are closed, and when the server cut each
+(watched up to --cap seconds). Part 4 opens --slowloris (200) connections that send 3 bytes of a
+never-ending frame every 5 s and reports how long the server lets them live. The
 soft file-descriptor limit is raised to the hard limit in both processes; N beyond what it
 allows is skipped. Medians (and p99) of the requests of each part; ratios against the baseline
 measured in the same run.
@@ -33,6 +36,17 @@ thread-per-connection server, run from its tree in the same sitting):
     route while another client loops GET_TOPIC_STATS_INFO of the widest topic:
     before, 100,000 queues: stats 3.4 s each, route p99 755 ms
     after, 1,024 queues (the cap): stats 6-10 ms, route median 0.08-0.16 ms, p99 6-12 ms
+
+Bad peers (load average 5-10; "before" is the server that cut only at 64 MiB per connection and
+counted any byte as activity; after: default limits, medians of 3 runs, before: 2-3 runs):
+
+    16 clients that never read       server RSS peak            cut after
+    before                           172 MB at 120 s, 488 MB at 200 s (growing)   none within 200 s
+    after                            55 MB (29 MB with none)    78-84 s (reply timeout 60 s, after the
+                                                                kernel's socket buffers filled)
+    200 slowloris connections        closed after
+    before                           none within 200 s
+    after                            30.1 s (median and max: the 30 s frame timeout)
 """
 
 from __future__ import annotations
@@ -42,6 +56,7 @@ import json
 import os
 import random
 import resource
+import select
 import socket
 import statistics
 import subprocess
@@ -203,42 +218,107 @@ def stats_part(addrs: dict[str, str], queues: int, queries: int) -> None:
     print(f"stats request itself: {summary(stats_ms)}  ({len(stats_ms)} fetched)")
 
 
-def unread_part(pid: int, addrs: dict[str, str]) -> None:
-    print("\n== a client that never reads its replies: server RSS before, at the cut, after ==")
+class NonReader:
+    """A client that pipelines wide stats requests and never reads a reply, until it is cut."""
+
+    def __init__(self, addr: str, request: bytes, started: float) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=1)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.request = request
+        self.started = started
+        self.cut_after: float | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.sock.sendall(self.request * 50)
+            except TimeoutError:
+                continue
+            except OSError:
+                self.cut_after = time.monotonic() - self.started
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        self.sock.close()
+
+
+def unread_part(pid: int, addrs: dict[str, str], clients: int, cap_s: float) -> None:
+    print(f"\n== {clients} clients that never read their replies: server RSS, and when each is cut ==")
     _, rss_before = proc_status(pid)
-    # Wide replies: with small ones (routes) loopback TCP stalls the sender long before 64 MiB pile up.
-    host, port = addrs["broker"].rsplit(":", 1)
+    # Wide replies: with small ones (routes) loopback TCP stalls the sender long before much piles up.
     request = encode(RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": WIDE}))
     peak = [rss_before]
     sampling = threading.Event()
 
     def sample() -> None:
-        while not sampling.wait(0.05):
+        while not sampling.wait(0.1):
             peak.append(proc_status(pid)[1])
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     started = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        cut = False
-        while time.monotonic() - started < 120:
-            try:
-                sock.sendall(request * 50)
-            except TimeoutError:
-                continue
-            except OSError:
-                cut = True
-                break
+    peers = [NonReader(addrs["broker"], request, started) for _ in range(clients)]
+    while time.monotonic() - started < cap_s and any(p.cut_after is None for p in peers):
+        time.sleep(0.2)
+    _, rss_held = proc_status(pid)
+    for peer in peers:
+        peer.close()
     time.sleep(2.0)
     sampling.set()
     sampler.join()
     _, rss_after = proc_status(pid)
-    what = "cut" if cut else "NOT cut within 120 s"
+    cut = sorted(p.cut_after for p in peers if p.cut_after is not None)
+    when = f"cut after {cut[0]:.0f}-{cut[-1]:.0f} s" if cut else "none cut"
     print(
-        f"RSS {rss_before:.1f} MB before, peak {max(peak):.1f} MB, {rss_after:.1f} MB 2 s after the client was {what} "
-        f"(+{rss_after - rss_before:.1f} MB kept)"
+        f"RSS {rss_before:.1f} MB before, peak {max(peak):.1f} MB, {rss_held:.1f} MB at the end of the watch, "
+        f"{rss_after:.1f} MB 2 s after they were closed; {len(cut)}/{clients} {when} (watched up to {cap_s:.0f} s)"
     )
+
+
+def slowloris_part(addrs: dict[str, str], connections: int, interval_s: float, cap_s: float) -> None:
+    print(f"\n== slowloris: {connections} connections sending 3 bytes of an endless frame every {interval_s:g} s ==")
+    host, port = addrs["namesrv"].rsplit(":", 1)
+    socks = [socket.create_connection((host, int(port)), timeout=5) for _ in range(connections)]
+    started = time.monotonic()
+    lived: dict[socket.socket, float] = {}
+    next_send = started
+    try:
+        while time.monotonic() - started < cap_s and len(lived) < connections:
+            now = time.monotonic()
+            open_socks = [sock for sock in socks if sock not in lived]
+            if now >= next_send:
+                chunk = b"\x00\x00\x10" if next_send == started else b"\x00\x00\x00"
+                next_send += interval_s
+                for sock in open_socks:
+                    try:  # the frame's length word says 4 KiB; 3 zero bytes at a time never get there
+                        sock.sendall(chunk)
+                    except OSError:
+                        lived[sock] = time.monotonic() - started
+            readable, _, _ = select.select([s for s in open_socks if s not in lived], [], [], 0.1)
+            for sock in readable:  # the server closed it: EOF (or a reset)
+                try:
+                    data = sock.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    lived[sock] = time.monotonic() - started
+    finally:
+        for sock in socks:
+            sock.close()
+    if lived:
+        values = sorted(lived.values())
+        print(
+            f"{len(lived)}/{connections} closed by the server: median {statistics.median(values):.1f} s, "
+            f"max {values[-1]:.1f} s; {connections - len(lived)} still open after {cap_s:.0f} s"
+        )
+    else:
+        print(f"0/{connections} closed by the server: all still open after {cap_s:.0f} s")
 
 
 def fuzz_part(inputs: int) -> None:
@@ -265,7 +345,11 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200, help="route requests per measurement")
     parser.add_argument("--queues", type=int, default=0, help="queues of the wide topic (0: MAX_QUEUE_NUMS)")
     parser.add_argument("--server-src", type=Path, help="run the server from this source tree")
-    parser.add_argument("--no-unread", action="store_true", help="skip the never-reading client")
+    parser.add_argument("--no-unread", action="store_true", help="skip the never-reading clients")
+    parser.add_argument("--unread", type=int, default=16, help="clients that never read their replies")
+    parser.add_argument("--slowloris", type=int, default=200, help="slowloris connections (0: skip)")
+    parser.add_argument("--slowloris-interval", type=float, default=5.0, help="seconds between their bytes")
+    parser.add_argument("--cap", type=float, default=120.0, help="seconds to watch the unread and slowloris peers")
     parser.add_argument("--fuzz-inputs", type=int, default=0, help="also run this many codec fuzz inputs")
     args = parser.parse_args()
     queues = args.queues
@@ -291,7 +375,9 @@ def main() -> int:
             idle_part(child.pid, addrs, args.idle, args.queries)
             stats_part(addrs, queues, args.queries)
             if not args.no_unread:
-                unread_part(child.pid, addrs)
+                unread_part(child.pid, addrs, args.unread, args.cap)
+            if args.slowloris:
+                slowloris_part(addrs, args.slowloris, args.slowloris_interval, args.cap)
         finally:
             assert child.stdin is not None
             child.stdin.close()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +20,14 @@ DEFAULT_STORE = "mock://demo"
 DEFAULT_PORT = 9876
 DEFAULT_BIND = "127.0.0.1"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: the variables the client commands read their ACL pair from (mqadmin.config)
+ACCESS_KEY_ENV = "MQADMIN_ACCESS_KEY"
+SECRET_KEY_ENV = "MQADMIN_SECRET_KEY"
+ACL_VISIBLE_WARNING = (
+    "--acl puts the secret key in the process list (ps, /proc/PID/cmdline); "
+    f"prefer --acl-file FILE or --acl-env (${ACCESS_KEY_ENV}, ${SECRET_KEY_ENV})"
+)
+MIB = 1024 * 1024
 
 
 @dataclass
@@ -79,12 +89,38 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _parse_acl(text: str | None) -> tuple[str, str] | None:
+def _parse_acl(text: str | None, where: str = "--acl") -> tuple[str, str] | None:
     if text is None:
         return None
     access_key, sep, secret_key = text.partition(":")
     if not sep or not access_key or not secret_key:
-        raise errors.UsageError("--acl takes ACCESS_KEY:SECRET_KEY")
+        raise errors.UsageError(f"{where} takes ACCESS_KEY:SECRET_KEY")
+    return access_key, secret_key
+
+
+def _acl_from_file(path: str) -> tuple[str, str]:
+    """The pair in a file only its owner can read (as ssh refuses a key others can read)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            text = f.read()
+    except OSError as exc:
+        raise errors.UsageError(f"cannot read --acl-file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise errors.UsageError(f"--acl-file {path} is not text") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise errors.UsageError(
+            f"--acl-file {path} is open to other users (mode {stat.S_IMODE(mode):04o}); chmod 600 {path}"
+        )
+    pair = _parse_acl(text.strip(), f"--acl-file {path}")
+    assert pair is not None
+    return pair
+
+
+def _acl_from_env() -> tuple[str, str]:
+    access_key, secret_key = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    if not access_key or not secret_key:
+        raise errors.UsageError(f"--acl-env needs both ${ACCESS_KEY_ENV} and ${SECRET_KEY_ENV} set")
     return access_key, secret_key
 
 
@@ -99,18 +135,41 @@ class MockBrokerParams:
     demo: bool
     broker_version: str | None
     acl: str | None
+    acl_file: str | None
+    acl_env: bool
     tls_cert: str | None
     tls_key: str | None
     idle_timeout: float
+    frame_timeout: float
+    reply_timeout: float
+    max_unsent_mb: int
 
     def __post_init__(self) -> None:
-        _parse_acl(self.acl)
+        self.acl_pair()
         if self.tls_key and not self.tls_cert:
             raise errors.UsageError("--tls-key needs --tls-cert")
-        if self.idle_timeout < 0:
-            raise errors.UsageError(f"--idle-timeout must be 0 or more seconds, not {self.idle_timeout:g}")
+        for flag, value in (
+            ("--idle-timeout", self.idle_timeout),
+            ("--frame-timeout", self.frame_timeout),
+            ("--reply-timeout", self.reply_timeout),
+        ):
+            if value < 0:
+                raise errors.UsageError(f"{flag} must be 0 or more seconds, not {value:g}")
+        if self.max_unsent_mb < 1:
+            raise errors.UsageError(f"--max-unsent-mb must be 1 or more, not {self.max_unsent_mb}")
         if not 0 <= self.port <= 65535:
             raise errors.UsageError(f"--port must be 0..65535, not {self.port}")
+
+    def acl_pair(self) -> tuple[str, str] | None:
+        """The access key pair from whichever one of --acl, --acl-file, --acl-env was given."""
+        given = [f for f, v in (("--acl", self.acl), ("--acl-file", self.acl_file), ("--acl-env", self.acl_env)) if v]
+        if len(given) > 1:
+            raise errors.UsageError(f"{' and '.join(given)} both name the ACL key pair; give one")
+        if self.acl_file:
+            return _acl_from_file(self.acl_file)
+        if self.acl_env:
+            return _acl_from_env()
+        return _parse_acl(self.acl)
 
 
 @register
@@ -120,6 +179,9 @@ class MockBrokerCommand(SubCommand):
     Real clients (rocketmq-client-python, Java clients, this tool with -n HOST:PORT) can produce,
     consume, commit offsets and receive resets. A new store is created on first use (mock://demo
     with demo data). Serves until Ctrl-C or SIGTERM, then flushes the store and prints a summary.
+    The ACL secret is best given by --acl-file (a 0600 file) or --acl-env ($MQADMIN_ACCESS_KEY
+    and $MQADMIN_SECRET_KEY, as the client commands read them): --acl AK:SK shows it to every
+    user of the host in the process list.
     """
 
     name = "mockBroker"
@@ -142,7 +204,27 @@ class MockBrokerCommand(SubCommand):
             "RocketMQ version a new store behaves as, e.g. 4.9.8 or 5.3.3 (default 5.3.3)",
             metavar="VERSION",
         ),
-        Opt("acl", ("--acl",), "Require requests signed with this access key pair", metavar="AK:SK"),
+        Opt(
+            "acl",
+            ("--acl",),
+            "Require requests signed with this access key pair (visible in the process list: "
+            "prefer --acl-file or --acl-env)",
+            metavar="AK:SK",
+        ),
+        Opt(
+            "acl_file",
+            ("--acl-file",),
+            "Require requests signed with the pair in FILE (one line ACCESS_KEY:SECRET_KEY; "
+            "only its owner may read it, chmod 600)",
+            metavar="FILE",
+        ),
+        Opt(
+            "acl_env",
+            ("--acl-env",),
+            "Require requests signed with $MQADMIN_ACCESS_KEY / $MQADMIN_SECRET_KEY (the client commands' variables)",
+            kind=bool,
+            default=False,
+        ),
         Opt("tls_cert", ("--tls-cert",), "PEM certificate: also speak TLS (plaintext still works)", metavar="FILE"),
         Opt("tls_key", ("--tls-key",), "PEM private key for --tls-cert (if not in the same file)", metavar="FILE"),
         Opt(
@@ -154,6 +236,32 @@ class MockBrokerCommand(SubCommand):
             default=120.0,
             metavar="SECONDS",
         ),
+        Opt(
+            "frame_timeout",
+            ("--frame-timeout",),
+            "Close a connection whose request frame has not arrived whole this many seconds after "
+            "its first byte (slowloris peers); 0 never does",
+            kind=float,
+            default=30.0,
+            metavar="SECONDS",
+        ),
+        Opt(
+            "reply_timeout",
+            ("--reply-timeout",),
+            "Cut a client that leaves a reply unread this many seconds; 0 never does",
+            kind=float,
+            default=60.0,
+            metavar="SECONDS",
+        ),
+        Opt(
+            "max_unsent_mb",
+            ("--max-unsent-mb",),
+            "Unsent replies the server holds for all clients together; past it the client with the "
+            "oldest unread reply is cut",
+            kind=int,
+            default=256,
+            metavar="MB",
+        ),
     )
 
     params_type = MockBrokerParams
@@ -163,7 +271,9 @@ class MockBrokerCommand(SubCommand):
         # in pyproject.toml), and only here, so the other commands and --help never load it
         from mqadmin.mock.server import serve_store, tls_context
 
-        acl = _parse_acl(params.acl)
+        acl = params.acl_pair()
+        if params.acl:
+            ctx.env.warn(ACL_VISIBLE_WARNING)
         tls = tls_context(params.tls_cert, params.tls_key) if params.tls_cert else None
         shaping = {
             "--brokers": params.brokers,
@@ -194,6 +304,9 @@ class MockBrokerCommand(SubCommand):
                 tls=tls,
                 on_ready=ready,
                 idle_timeout=params.idle_timeout,
+                frame_timeout=params.frame_timeout,
+                reply_timeout=params.reply_timeout,
+                max_unsent=params.max_unsent_mb * MIB,
             )
         info = report.ready
         return MockBrokerResult(

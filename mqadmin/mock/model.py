@@ -109,19 +109,26 @@ class MockBroker:
 
     def flush(self) -> None:
         """Persist config files, as the broker's periodic persist does."""
-        with self._lock:
-            if self._dirty:
-                stamp = {"counter": 1, "stateVersion": 0, "timestamp": now_ms()}
-                self.store.save_config(
-                    "topics.json", {"dataVersion": stamp, "topicConfigTable": dict(sorted(self.topics.items()))}
-                )
-                self.store.save_config(
-                    "subscriptionGroup.json",
-                    {"dataVersion": stamp, "subscriptionGroupTable": dict(sorted(self.groups.items()))},
-                )
-                self._dirty = False
+        self.persist_configs()
         # Outside self._lock: persist_offsets takes its own lock first, then self._lock.
         self.persist_offsets(keep_bak=True)
+
+    def persist_configs(self) -> None:
+        """Write topics.json and subscriptionGroup.json if anything changed (each atomically, with
+        fsync). The TCP door calls this before it acknowledges a topic or group it created, so an
+        acknowledged creation survives a crash, as the broker's config managers persist on update."""
+        with self._lock:
+            if not self._dirty:
+                return
+            stamp = {"counter": 1, "stateVersion": 0, "timestamp": now_ms()}
+            self.store.save_config(
+                "topics.json", {"dataVersion": stamp, "topicConfigTable": dict(sorted(self.topics.items()))}
+            )
+            self.store.save_config(
+                "subscriptionGroup.json",
+                {"dataVersion": stamp, "subscriptionGroupTable": dict(sorted(self.groups.items()))},
+            )
+            self._dirty = False
 
     @property
     def offsets_version(self) -> int:

@@ -51,6 +51,7 @@ def create_topic(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
         raise bad(ResponseCode.INVALID_PARAMETER, f"perm {perm} is not a permission (0..7)")
     with role.lock:
         role.broker.create_topic(topic, read, write, perm)
+    role.persist_configs()
     return role.reply(req)
 
 
@@ -66,6 +67,7 @@ def create_group(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
         raise bad(ResponseCode.INVALID_PARAMETER, problem)
     with role.lock:
         role.broker.ensure_group(group)
+    role.persist_configs()
     return role.reply(req)
 
 

@@ -141,6 +141,15 @@ class BrokerRole(Role):
             log.error("cannot persist consumer offsets of %s: %s", self.name, exc)
             raise bad(ResponseCode.SYSTEM_ERROR, f"cannot persist consumer offsets: {exc}") from None
 
+    def persist_configs(self) -> None:
+        """Topics and groups on disk before the acknowledgement of a creation; a failed write
+        (a full disk) is the request's failure, and the periodic flush retries it."""
+        try:
+            self.broker.persist_configs()
+        except (OSError, errors.MqadminError) as exc:
+            log.error("cannot persist the topics and groups of %s: %s", self.name, exc)
+            raise bad(ResponseCode.SYSTEM_ERROR, f"cannot persist the topic and group configs: {exc}") from None
+
 
 BrokerHandler = Callable[[BrokerRole, "Connection", RemotingCommand], "RemotingCommand | None"]
 

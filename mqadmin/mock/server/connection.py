@@ -26,6 +26,9 @@ log = logging.getLogger("mqadmin.mock.server")
 RECV_SIZE: Final = 64 * 1024
 #: a peer that lets this much pile up unread is dropped rather than allowed to eat memory
 MAX_OUTBOX_BYTES: Final = 64 * 1024 * 1024
+#: a connection with this many reply bytes unsent is neither read nor served until they drain
+#: (the peer feels TCP back-pressure); serving resumes below half of it
+OUTBOX_STALL_BYTES: Final = 1024 * 1024
 #: first byte of a TLS ClientHello record; anything else on a TLS server is plaintext (permissive)
 TLS_HANDSHAKE_RECORD: Final = 0x16
 
@@ -42,6 +45,11 @@ def host_port(addr: tuple[Any, ...] | str) -> str:
 
 
 class Plain:
+    @property
+    def partial(self) -> bool:
+        """Whether bytes received do not make plaintext yet (a TLS record or handshake cut short)."""
+        return False
+
     def inbound(self, data: bytes) -> tuple[bytes, bytes]:
         """(plaintext for the decoder, raw bytes to send back)."""
         return data, b""
@@ -58,6 +66,10 @@ class Tls(Plain):
         self._out = ssl.MemoryBIO()
         self._obj = context.wrap_bio(self._in, self._out, server_side=True)
         self._ready = False
+
+    @property
+    def partial(self) -> bool:
+        return not self._ready or self._in.pending > 0
 
     def inbound(self, data: bytes) -> tuple[bytes, bytes]:
         self._in.write(data)
@@ -112,11 +124,16 @@ class Connection:
         self.scheduled = False
         #: reading stops while too many requests wait (the peer then feels TCP back-pressure)
         self.paused = False
+        #: neither read nor served while its unsent replies exceed OUTBOX_STALL_BYTES (under lock)
+        self.stalled = False
         #: dropped for leaving its replies unread: its memory goes back to the system once released
         self.cut = False
+        #: when the frame now arriving began (None between frames): a frame must arrive whole in time
+        self.frame_started: float | None = None
         self._transport: Plain | None = None
         self.lock = threading.Lock()
-        self._outbox: deque[bytes] = deque()
+        #: unsent reply bytes, each chunk with the monotonic time it was queued
+        self._outbox: deque[tuple[bytes, float]] = deque()
         self._out_pos = 0
         self._queued = 0
         self._decoder: FrameDecoder | None = FrameDecoder()
@@ -153,20 +170,38 @@ class Connection:
         """Add to the outbox (caller holds lock); True when the peer must be cut for not reading."""
         if not raw:
             return False
-        self._queued += len(raw)
-        if self._queued > MAX_OUTBOX_BYTES:
+        if self._queued + len(raw) > MAX_OUTBOX_BYTES:
             return True
-        self._outbox.append(raw)
+        self._queued += len(raw)
+        self._outbox.append((raw, time.monotonic()))
+        if self._queued > OUTBOX_STALL_BYTES:
+            self.stalled = True
+        self.loop.unsent_changed(len(raw))
         return False
 
-    def _cut(self) -> None:
-        log.warning("dropping %s: %d bytes of replies left unread", self.peer, self._queued)
+    def _cut(self, why: str = "") -> None:
+        log.warning("dropping %s: %d bytes of replies left unread%s", self.peer, self.unsent, why)
         self.cut = True
         self.close()
+
+    def cut_for(self, why: str) -> None:
+        """Drop a peer that leaves its replies unread (the I/O loop's server-wide bounds)."""
+        self._cut(f" ({why})")
 
     @property
     def wants_write(self) -> bool:
         return bool(self._outbox)
+
+    @property
+    def unsent(self) -> int:
+        """Reply bytes queued and not yet taken by the socket."""
+        return self._queued
+
+    @property
+    def oldest_unsent(self) -> float | None:
+        """When the oldest reply still (partly) unsent was queued; None when all are sent."""
+        with self.lock:
+            return self._outbox[0][1] if self._outbox else None
 
     # -- called on the I/O loop's thread only ------------------------------------------------
 
@@ -184,6 +219,8 @@ class Connection:
             self.close()
             return []
         self.last_active = time.monotonic()
+        if self.frame_started is None:
+            self.frame_started = self.last_active
         try:
             with self.lock:
                 if self._transport is None:
@@ -194,7 +231,12 @@ class Connection:
                 self._cut()
                 return []
             assert self._decoder is not None
-            return self._decoder.feed(plain)
+            cmds = self._decoder.feed(plain)
+            if not (self._decoder.buffered or self._transport.partial):
+                self.frame_started = None  # between frames: the next byte starts the clock
+            elif cmds:
+                self.frame_started = self.last_active  # frames completed: the clock is the next one's
+            return cmds
         except FrameTooLarge as exc:
             log.warning("dropping %s: %s", self.peer, exc)
         except BadFrame as exc:
@@ -214,7 +256,7 @@ class Connection:
             with self.lock:  # held across the send: a worker sending directly must not overtake us
                 if not self._outbox:
                     return
-                chunk = self._outbox[0]
+                chunk = self._outbox[0][0]
                 pos = self._out_pos
                 try:
                     sent = self.sock.send(memoryview(chunk)[pos:])
@@ -223,26 +265,41 @@ class Connection:
                 except OSError:
                     sent = -1
                 if sent < 0:
-                    self._outbox.clear()
-                    self._queued = 0
+                    self._drop_outbox()
             if sent < 0:
                 self.close()
                 return
             self.last_active = time.monotonic()
             with self.lock:
                 self._queued -= sent
-                if pos + sent >= len(chunk):
+                self.loop.unsent_changed(-sent)
+                resume = self.stalled and self._queued <= OUTBOX_STALL_BYTES // 2
+                if resume:
+                    self.stalled = False
+                whole = pos + sent >= len(chunk)
+                if whole:
                     self._outbox.popleft()
                     self._out_pos = 0
                 else:
                     self._out_pos = pos + sent
-                    return
+            if resume:
+                if self.frame_started is not None:
+                    self.frame_started = time.monotonic()  # not its fault: we stopped reading
+                self.loop.server.resume(self)
+            if not whole:
+                return
+
+    def _drop_outbox(self) -> None:
+        """Forget every unsent byte (caller holds lock)."""
+        self.loop.unsent_changed(-self._queued)
+        self._outbox.clear()
+        self._out_pos = 0
+        self._queued = 0
 
     def release(self) -> None:
         """Forget buffered bytes and requests once closed, so a cut peer's memory goes at once."""
         with self.lock:
-            self._outbox.clear()
-            self._queued = 0
+            self._drop_outbox()
             self.pending.clear()
             self._decoder = None
         with contextlib.suppress(OSError):

@@ -1,8 +1,12 @@
 """The I/O loop: one thread accepts, reads and writes every socket without blocking.
 
 Decoded requests go to the server's worker pool. A connection silent both ways is closed after
-an idle time; running out of file descriptors pauses accepting (doubling back-off) instead of
-spinning; a peer cut for not reading hands its heap back to the system.
+an idle time, and one whose frame does not arrive whole in time (a slowloris peer trickling
+bytes) after the frame timeout; running out of file descriptors pauses accepting (doubling
+back-off) instead of spinning. Unsent replies are bounded: a connection whose replies pile up
+is neither read nor served until they drain, a reply may wait only so long, and when the
+server's total passes its limit the peer with the oldest unsent reply is cut; a cut peer hands
+its heap back to the system.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ log = logging.getLogger("mqadmin.mock.server")
 LISTEN_BACKLOG: Final = 128
 #: a connection silent both ways this long is closed: the broker's serverChannelMaxIdleTimeSeconds
 DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
+#: a frame begun must arrive whole within this (bytes trickling in do not count as progress)
+DEFAULT_FRAME_TIMEOUT_S: Final = 30.0
+#: a reply left unsent this long (the peer does not read) costs the peer its connection
+DEFAULT_REPLY_TIMEOUT_S: Final = 60.0
+#: unsent reply bytes of all connections together; past it the oldest offender is cut
+DEFAULT_MAX_UNSENT_BYTES: Final = 256 * 1024 * 1024
 #: how often the I/O loop looks for idle connections (and, at the latest, notices a stop)
 IDLE_CHECK_S: Final = 0.5
 #: accepting pauses this long, doubling up to the maximum, while the process is out of descriptors
@@ -94,11 +104,29 @@ def _listen(bind: str, port: int) -> socket.socket:
 class IoLoop:
     """The listeners, every open connection, and the thread that serves their sockets."""
 
-    def __init__(self, server: MockServer, tls: ssl.SSLContext | None, idle_timeout: float) -> None:
+    def __init__(
+        self,
+        server: MockServer,
+        tls: ssl.SSLContext | None,
+        idle_timeout: float,
+        *,
+        frame_timeout: float = DEFAULT_FRAME_TIMEOUT_S,
+        reply_timeout: float = DEFAULT_REPLY_TIMEOUT_S,
+        max_unsent: int = DEFAULT_MAX_UNSENT_BYTES,
+    ) -> None:
         self.server = server
         self.tls = tls
         #: seconds without a byte either way before a connection is closed (0: never)
         self.idle_timeout = idle_timeout
+        #: seconds a frame may take from its first byte to its last (0: no limit)
+        self.frame_timeout = frame_timeout
+        #: seconds a reply may wait unsent (0: no limit)
+        self.reply_timeout = reply_timeout
+        #: unsent reply bytes of all connections together before the oldest offender is cut
+        self.max_unsent = max_unsent
+        self._unsent = 0
+        self._unsent_lock = threading.Lock()
+        self._over_limit = False
         self.listeners: list[tuple[socket.socket, Role]] = []
         self.conns: set[Connection] = set()
         self._conns_lock = threading.Lock()
@@ -166,9 +194,12 @@ class IoLoop:
                         else:
                             self._serve_socket(selector, key.data, events)
                     self._apply_dirty(selector)
+                    if self._over_limit:
+                        self._shed()
                     if time.monotonic() >= next_idle_check:
                         next_idle_check = time.monotonic() + IDLE_CHECK_S
                         self._close_idle()
+                        self._close_late()
             finally:
                 with self._conns_lock:
                     conns = list(self.conns)
@@ -225,7 +256,7 @@ class IoLoop:
                 selector.unregister(conn.sock)
             self._forget(conn)
             return
-        events = 0 if conn.paused else selectors.EVENT_READ
+        events = 0 if conn.paused or conn.stalled else selectors.EVENT_READ
         if conn.wants_write:
             events |= selectors.EVENT_WRITE
         try:
@@ -257,6 +288,61 @@ class IoLoop:
         for conn in idle:
             log.info("closing %s: idle for %.0f s", conn.peer, self.idle_timeout)
             conn.close()
+
+    def _close_late(self) -> None:
+        """Close connections whose frame is overdue (slowloris) or whose replies wait too long."""
+        now = time.monotonic()
+        with self._conns_lock:
+            conns = list(self.conns)
+        for conn in conns:
+            started = conn.frame_started
+            if (
+                self.frame_timeout > 0
+                and started is not None
+                and now - started > self.frame_timeout
+                and not (conn.paused or conn.stalled)
+            ):
+                log.info("closing %s: a frame did not arrive whole within %g s", conn.peer, self.frame_timeout)
+                conn.close()
+                continue
+            oldest = conn.oldest_unsent if self.reply_timeout > 0 else None
+            if oldest is not None and now - oldest > self.reply_timeout:
+                conn.cut_for(f"a reply waited {now - oldest:.0f} s")
+
+    def unsent_changed(self, delta: int) -> None:
+        """Any thread: the server-wide count of unsent reply bytes moved by ``delta``."""
+        with self._unsent_lock:
+            self._unsent += delta
+            over = self._unsent > self.max_unsent and not self._over_limit
+            if over:
+                self._over_limit = True
+        if over:
+            self.wake()
+
+    @property
+    def unsent(self) -> int:
+        """Unsent reply bytes of every connection together."""
+        return self._unsent
+
+    def _shed(self) -> None:
+        """Past the server-wide limit: cut the peers with the oldest unsent replies until what
+        they hold brings the total back under it."""
+        with self._unsent_lock:
+            self._over_limit = False
+            excess = self._unsent - self.max_unsent
+        with self._conns_lock:
+            conns = list(self.conns)
+        # peers closed but not yet released give their bytes back in a moment: count them as gone
+        excess -= sum(c.unsent for c in conns if c.closed.is_set())
+        if excess <= 0:
+            return
+        live = [c for c in conns if not c.closed.is_set()]
+        waiting = sorted((t, id(c), c) for c in live if (t := c.oldest_unsent) is not None)
+        for _, _, conn in waiting:
+            if excess <= 0:
+                break
+            excess -= conn.unsent
+            conn.cut_for(f"the server holds more than {self.max_unsent} unsent reply bytes")
 
     def _forget(self, conn: Connection) -> None:
         """The last step of a connection: free its buffers, then let the roles forget its clients."""

@@ -334,9 +334,11 @@ def parse_tags(expression: str) -> set[str] | None:
 
 def view_message(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
     offset = ViewMessageHeader.parse(req).offset
-    if offset < 0:  # what selectOneMessageByOffset's null becomes (QueryMessageProcessor)
-        raise bad(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
     with role.lock:
+        # what selectOneMessageByOffset's null becomes (QueryMessageProcessor); checked here, so
+        # an offset far past the commit log never reaches the store's arithmetic
+        if not 0 <= offset < role.broker.store.commitlog.write_position():
+            raise bad(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         msg = role.broker.message_at(offset)
     return role.reply(req, body=encode_message(msg))
 
@@ -346,9 +348,9 @@ def send_back(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Remot
     group, offset, delay = header.group, header.offset, header.delayLevel
     # AbstractSendMessageProcessor.consumerSendMsgBack: no group config, no retry topic
     role.check_group(group, f"subscription group not exist, {group} ")
-    if offset < 0:
-        raise bad(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
     with role.lock:
+        if not 0 <= offset < role.broker.store.commitlog.write_position():
+            raise bad(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
         role.broker.ensure_group(group)  # findSubscriptionGroupConfig auto-creates it
         max_times = header.maxReconsumeTimes
         if req.version < MQVersion.V3_4_9 or max_times < 0:

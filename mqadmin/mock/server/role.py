@@ -6,11 +6,14 @@ raises ``bad(...)`` for an error reply, and the dispatcher turns it into the res
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from mqadmin import errors
+from mqadmin.protocol import headers
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode
 
@@ -25,6 +28,50 @@ DEFAULT_TOPIC_PERM: Final = 7
 RETRY_TOPIC_QUEUES: Final = 1
 
 Handler = Callable[["Connection", RemotingCommand], "RemotingCommand | None"]
+
+#: digits of the largest Java long: a number with more cannot be any header field's value
+MAX_NUMBER_DIGITS: Final = 19
+_INTEGER: Final = re.compile(r"[-+]?0*([0-9]*)")
+
+
+def _numeric_fields() -> dict[str, str]:
+    """Wire name -> Java type of every int/long field a request header declares (long names and
+    the one-letter SEND_MESSAGE_V2 names)."""
+    out: dict[str, str] = {}
+    pending: list[type[headers.Header]] = [headers.Header]
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if cls is headers.Header:
+            continue
+        for f in dataclasses.fields(cls):
+            if f.metadata["java"] in headers.JAVA_RANGES:
+                out[f.name] = f.metadata["java"]
+                if f.metadata["v2"]:
+                    out[f.metadata["v2"]] = f.metadata["java"]
+    return out
+
+
+NUMERIC_FIELDS: Final = _numeric_fields()
+
+
+def oversized_number(req: RemotingCommand) -> str | None:
+    """The refusal of a number field too long to be a Java int or long, checked before any
+    handler parses it (Python would refuse thousands of digits with its own words); None when
+    every number field is of a sane length. A long run of leading zeros is dropped here, as
+    Java's parser ignores it. Range checks stay with the header parser."""
+    for name, value in req.ext_fields.items():
+        java = NUMERIC_FIELDS.get(name)
+        if java is None or not isinstance(value, str) or len(value) <= MAX_NUMBER_DIGITS:
+            continue
+        match = _INTEGER.fullmatch(value)
+        if not match:
+            continue
+        digits = match.group(1)
+        if len(digits) > MAX_NUMBER_DIGITS:
+            return f"the custom field <{name}> is not a Java {java}: a number of {len(digits)} digits"
+        req.ext_fields[name] = ("-" if value.startswith("-") else "") + (digits or "0")
+    return None
 
 
 def bad(code: int, remark: str) -> errors.BrokerError:

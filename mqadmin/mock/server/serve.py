@@ -17,7 +17,12 @@ from mqadmin import errors
 from mqadmin.mock.backend import DEMO_NAME, mock_root
 from mqadmin.mock.cluster import CLUSTER_FILE, DEFAULT_VERSION, MockCluster
 from mqadmin.mock.server.core import DEFAULT_BIND, DEFAULT_NAMESRV_PORT, MockServer
-from mqadmin.mock.server.ioloop import DEFAULT_IDLE_TIMEOUT_S
+from mqadmin.mock.server.ioloop import (
+    DEFAULT_FRAME_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_UNSENT_BYTES,
+    DEFAULT_REPLY_TIMEOUT_S,
+)
 from mqadmin.protocol.codes import version_ordinal
 
 DEFAULT_BROKER_COUNT: Final = 2
@@ -125,6 +130,9 @@ def serve_store(
     tls: ssl.SSLContext | None = None,
     on_ready: Callable[[ServerReady], None] | None = None,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+    frame_timeout: float = DEFAULT_FRAME_TIMEOUT_S,
+    reply_timeout: float = DEFAULT_REPLY_TIMEOUT_S,
+    max_unsent: int = DEFAULT_MAX_UNSENT_BYTES,
 ) -> ServeReport:
     """Open (or create) the store at a ``mock://`` address and serve it until ``stop`` is set.
 
@@ -132,7 +140,17 @@ def serve_store(
     """
     cluster, created = open_store(address, brokers=brokers, version=broker_version, demo=demo)
     try:
-        server = MockServer(cluster, bind=bind, namesrv_port=port, acl=acl, tls=tls, idle_timeout=idle_timeout)
+        server = MockServer(
+            cluster,
+            bind=bind,
+            namesrv_port=port,
+            acl=acl,
+            tls=tls,
+            idle_timeout=idle_timeout,
+            frame_timeout=frame_timeout,
+            reply_timeout=reply_timeout,
+            max_unsent=max_unsent,
+        )
         with server:
             ready = ServerReady(
                 address=address,

@@ -167,7 +167,7 @@ def test_half_open_peer_is_closed_after_idle_timeout(serve: Serve) -> None:
 
 
 def test_a_peer_that_never_reads_is_cut_and_its_memory_released(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
-    server = serve()
+    server = serve(reply_timeout=3.0)
     caplog.set_level(logging.WARNING, logger="mqadmin.mock.server")
     host, port = server.broker_addrs["broker-a"].rsplit(":", 1)
     request = encode(RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": TOPIC}))
