@@ -51,6 +51,7 @@ from mqadmin.safety import atomic_write
 from mqadmin.timeparse import format_duration
 
 STATE_FORMAT = "mqadmin-health-state/1"
+CAUGHT_UP = "caught up"
 #: how long a run waits for another run holding the same state file before it gives up
 LOCK_WAIT_S = 30.0
 
@@ -141,7 +142,7 @@ def evaluate_queue(window: Sequence[Sample], rules: Rules, clients: Clients) -> 
             f"consumer offset went back from {highest} to {cur.consumer} ({highest - cur.consumer} messages again)",
         )
     if cur.diff == 0:
-        return Verdict(Status.OK, "caught up")
+        return Verdict(Status.OK, CAUGHT_UP)
     if any(s.diff == 0 for s in window):
         return Verdict(Status.OK, f"caught up {format_duration(cur.at_ms - _last_zero(window))} ago")
     if len(window) < rules.samples:
@@ -153,7 +154,7 @@ def evaluate_queue(window: Sequence[Sample], rules: Rules, clients: Clients) -> 
     waiting = f"{cur.diff} waiting"
     if clients.online == 0 and idle > active:
         return Verdict(
-            Status.STOP, f"no client online; offset {cur.consumer} unmoved for {format_duration(idle)}, {waiting}"
+            Status.STOP, f"offset {cur.consumer} unmoved for {format_duration(idle)}, {waiting}, no client online"
         )
     if cur.consumer == first.consumer:
         who = "clients not read" if clients.online is None else f"{clients.online} client(s) online"
@@ -188,10 +189,13 @@ def evaluate_group(verdicts: Mapping[str, Verdict]) -> Verdict:
     if worst.status == Status.OK and worst.collecting:
         return worst
     if worst.status == Status.OK:
+        if all(v.reason == CAUGHT_UP for v in verdicts.values()):
+            return Verdict(Status.OK, CAUGHT_UP)
         return Verdict(Status.OK, f"{len(verdicts)} queue(s) OK")
     first = sorted(named)[0]
     more = f" (and {len(named) - 1} more of {len(verdicts)} queues)" if len(named) > 1 else ""
-    return Verdict(worst.status, f"{first}: {verdicts[first].reason}{more}")
+    where = first.split(" ", 1)[1]  # the queue, without the group the reason is about
+    return Verdict(worst.status, f"{where}: {verdicts[first].reason}{more}")
 
 
 def fails(status: Status, fail_on: Status) -> bool:
@@ -240,6 +244,7 @@ class Windows:
 
 
 def queue_key(group: str, topic: str, broker: str, queue_id: int, client: str | None = None) -> str:
+    """``group [client] topic broker qid``: names never hold spaces (the broker's name rule)."""
     return " ".join([group, *([client] if client else []), topic, broker, str(queue_id)])
 
 

@@ -44,7 +44,7 @@ def window(*points: tuple[int, int]) -> list[Sample]:
             [(10, 20), (10, 30), (10, 40), (10, 50), (10, 60)],
             0,
             Status.STOP,
-            "no client online; offset 10 unmoved for 4m00s",
+            "offset 10 unmoved for 4m00s, 50 waiting, no client online",
         ),
         # stopped a minute ago after moving for three: not yet STOP, not STALL either
         ([(10, 20), (20, 30), (30, 40), (40, 50), (40, 60)], 0, Status.OK, "consuming"),
@@ -85,10 +85,12 @@ def test_group_takes_its_worst_queue_and_counts_the_others() -> None:
     ok = evaluate_queue(window(*[(20, 20)] * 5), RULES, Clients(1))
     group = evaluate_group({"g T b 0": ok, "g T b 1": stall, "g T b 2": stall})
     assert group.status == Status.STALL
-    assert group.reason == f"g T b 1: {stall.reason} (and 1 more of 3 queues)"
+    assert group.reason == f"T b 1: {stall.reason} (and 1 more of 3 queues)"
     collecting = evaluate_queue(window((10, 20)), RULES, Clients(1))
     assert evaluate_group({"a": ok, "b": collecting}) == collecting
-    assert evaluate_group({"a": ok}).reason == "1 queue(s) OK"
+    assert evaluate_group({"a": ok}).reason == "caught up"
+    consuming = evaluate_queue(window(*[(10 * i, 10 * i + 5) for i in range(5)]), RULES, Clients(1))
+    assert evaluate_group({"a": ok, "b": consuming}).reason == "2 queue(s) OK"
 
 
 def test_levels_and_fail_on() -> None:
