@@ -26,7 +26,6 @@ from mqadmin.protocol.codes import RequestCode
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
 
-
 #: ``kind`` -> the consume type its heartbeat declares ("pop": a POP consumer, which only heartbeats here)
 CONSUME_TYPES = {"push": "CONSUME_PASSIVELY", "pull": "CONSUME_ACTIVELY", "pop": "CONSUME_POP"}
 
