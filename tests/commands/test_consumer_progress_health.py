@@ -16,6 +16,7 @@ Every minute each queue of TopicTest gets 10 messages; then, per group:
 from __future__ import annotations
 
 import io
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -292,3 +293,52 @@ def test_broadcast_group_from_local_offsets(timeline: Timeline, tmp_path: Path) 
     assert doc["health"]["status"] == "STALL" and "clients not read" in doc["health"]["reason"]
     assert code == 3
     assert docs[0][0]["health"]["collecting"] is True
+
+
+@pytest.mark.parametrize("group", [("-g", "stuck"), ()])
+def test_status_column_survives_80_columns(timeline: Timeline, tmp_path: Path, group: tuple[str, ...]) -> None:
+    """On an 80-column terminal (a pty) the Status column is shown whole, never hidden, for one
+    group and for all; a first run's "collecting 1/5" is its widest value."""
+    from tests.test_output import run_in_pty
+
+    args = ["consumerProgress", "-n", timeline.server.namesrv_addr, "--health", *group]
+    text = run_in_pty(args, 80, tmp_path / "home")
+    assert "collecting 1/5" in text, text
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if "Status" in line.split())
+    assert all(len(line) <= 80 for line in lines), text
+    if group:
+        rows = [line.split() for line in lines[header + 1 :] if line.startswith(TOPIC)]
+        assert len(rows) == QUEUES and all(r[-2:] == ["collecting", "1/5"] for r in rows), text
+        assert "Health: OK: collecting (1 of 5 samples)" in text
+    else:
+        rows = [line.split() for line in lines[header + 1 :] if line.split()[:1] == ["stuck"]]
+        assert rows and rows[0][-2:] == ["collecting", "1/5"], text
+        assert "Health: 7 of 7 groups OK (6 still collecting)" in " ".join(text.split())
+
+
+def test_watch_keeps_its_samples_in_memory_and_shows_the_status_change(timeline: Timeline, tmp_path: Path) -> None:
+    """--watch --health: one sample per refresh, in memory (no state file is written), and the
+    status goes from collecting to STALL as the window fills."""
+    from mqadmin.watch import watch_loop
+
+    clock = {"now": timeline.now + 10 * MIN, "refreshes": 0}
+    out = io.StringIO()
+    ctx = Context(address=timeline.server.namesrv_addr, env=Env(stdout=out, stderr=io.StringIO()), output="json")
+    ctx.clock = lambda: clock["now"]
+
+    def sleep(_: float) -> None:
+        clock["refreshes"] += 1
+        if clock["refreshes"] == STEPS + 1:
+            raise KeyboardInterrupt
+        clock["now"] += MIN
+
+    os.environ["MQADMIN_HOME"] = str(tmp_path / "home")  # the autouse fixture puts it back
+    with pytest.raises(KeyboardInterrupt):
+        watch_loop(ctx, lookup("consumerProgress").bind(DEFAULTS | {"group": "stuck"}), 1, "json", None, sleep=sleep)
+    ctx.close()
+    statuses = [
+        (d["health"]["status"], d["health"]["collecting"]) for d in map(json.loads, out.getvalue().splitlines())
+    ]
+    assert statuses == [("OK", True)] * (STEPS - 1) + [("STALL", False)] * 2
+    assert not (tmp_path / "home" / "state").exists()
