@@ -125,6 +125,17 @@ class ConsumerProgressCommand(SubCommand):
     queues, and its share of each total, left out; --output prometheus has no series for it),
     the broker is named on stderr and under missing_brokers in JSON, and the command exits 1
     (3 if a check fails as well); --partial accepts such an answer (mqadmin extension).
+
+    With --health each queue and group gets a status over a window of samples, one per run, as
+    Burrow's consumer lag evaluation (mqadmin extension): OK, WARN (the offset moves but the lag
+    grows at every sample, or the lag time is above --warn-lag-time), STALL (messages wait, clients
+    online, the offset has not moved over the window), STOP (messages wait, no client online, the
+    offset not moving), REWIND (the offset went back), ERR (not readable); exit 3 at --fail-on or
+    worse. Where it differs from Burrow: STOP comes from RocketMQ's online clients (heartbeats), not
+    from commit times, since RocketMQ clients commit every 5 s whether or not they moved; WARN needs
+    the lag to grow, not merely not to shrink (a steady lag keeps up); the lag time (age of the
+    oldest unconsumed message) is a rule of its own; a REWIND names the client holding the queue;
+    and the window lives in a state file, so the first runs say "collecting".
     """
 
     name = "consumerProgress"
