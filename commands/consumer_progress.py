@@ -75,8 +75,19 @@ class ConsumerProgressParams:
         if self.health:
             self.health_rules  # noqa: B018 (as above: bad values are usage errors before any request)
             self.fail_level  # noqa: B018
-        elif self.warn_lag_time is not None:
-            raise errors.UsageError("--warn-lag-time is a --health rule; add --health")
+        else:
+            given = [
+                flag
+                for flag, value, default in (
+                    ("--fail-on", self.fail_on, "STALL"),
+                    ("--health-samples", self.health_samples, 5),
+                    ("--health-max-age", self.health_max_age, "30m"),
+                    ("--warn-lag-time", self.warn_lag_time, None),
+                )
+                if value != default
+            ]
+            if given:
+                raise errors.UsageError(f"{', '.join(given)}: options of --health; add --health")
         if self.max_lag is not None and self.max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
         self.show_ip  # noqa: B018 (-s takes true or false only: a usage error here)
@@ -213,6 +224,7 @@ class ConsumerProgressCommand(SubCommand):
             "With --health: exit 3 when a group's status is LEVEL or worse (OK < WARN < STALL < STOP < REWIND < ERR)",
             default="STALL",
             metavar="LEVEL",
+            choices=("OK", "WARN", "STALL", "STOP", "REWIND", "ERR"),
         ),
         Opt(
             "health_samples",

@@ -224,7 +224,7 @@ def test_without_clients_a_stopped_group_is_a_stall_that_says_so(history: dict[s
     assert code == 3
 
 
-def test_fail_on_and_its_bad_values(timeline: Timeline, cli: Any) -> None:
+def test_fail_on_and_its_bad_values(timeline: Timeline, history: Any, cli: Any) -> None:
     _, code, _ = run(timeline, group="slowing", fail_on="WARN")
     assert code == 3
     _, code, _ = run(timeline, group="stuck", fail_on="ERR")
@@ -236,11 +236,21 @@ def test_fail_on_and_its_bad_values(timeline: Timeline, cli: Any) -> None:
     ]:
         res: CliResult = cli("consumerProgress", "-n", timeline.server.namesrv_addr, "--health", *args)
         assert res.code == 2 and words in res.stderr, res.stderr
-    res = cli("consumerProgress", "-n", timeline.server.namesrv_addr, "--warn-lag-time", "5m")
-    assert res.code == 2 and "add --health" in res.stderr
+    addr = timeline.server.namesrv_addr
+    for args, words in [
+        (
+            ("--warn-lag-time", "5m", "--fail-on", "WARN"),
+            "--fail-on, --warn-lag-time: options of --health; add --health",
+        ),
+        (("--health", "--output", "java"), "--health is not for it"),
+        (("--health", "--local-store", "."), "give -g"),
+        (("--health", "--warn-lag-time", "abc"), "duration"),
+    ]:
+        res = cli("consumerProgress", "-n", addr, *args)
+        assert res.code == 2 and words in res.stderr and res.stderr.count("\n") == 1, (args, res.stderr)
 
 
-def test_prometheus_status_gauges(timeline: Timeline) -> None:
+def test_prometheus_status_gauges(timeline: Timeline, history: Any) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     out = io.StringIO()
