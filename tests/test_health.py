@@ -125,17 +125,29 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
         w.add("k", Sample(0, 1, 2, None))
     with state.open(MIN) as w:
         assert w.add("k", Sample(MIN, 2, 3, 5)) == [Sample(0, 1, 2, None), Sample(MIN, 2, 3, 5)]
-    assert json.loads(path.read_text())["queues"] == {"k": [[0, 1, 2, None], [MIN, 2, 3, 5]]}
+    assert json.loads(path.read_text())["queues"] == {"k": [0, 1, 2, None, MIN, 2, 3, 5]}
     with pytest.raises(RuntimeError), state.open(2 * MIN) as w:
         w.add("k", Sample(2 * MIN, 3, 4))
         raise RuntimeError("a run that fails keeps the state as it was")
-    assert len(json.loads(path.read_text())["queues"]["k"]) == 2
+    assert len(json.loads(path.read_text())["queues"]["k"]) == 2 * 4
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
     path.write_text("{half a fi")
     warned: list[str] = []
     with StateFile(path, RULES, warned.append).open(3 * MIN) as w:
         assert w.add("k", Sample(3 * MIN, 4, 5)) == [Sample(3 * MIN, 4, 5)]
     assert warned == [f"health state {path} could not be read; starting a new window"]
+
+
+def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
+    state = StateFile(tmp_path / "s.json", RULES)
+    with state.open(0) as w:
+        w.add("g1 T b 0", Sample(0, 1, 2, 3))
+    with state.open(MIN) as w:
+        w.add("g2 T b 0", Sample(MIN, 5, 6, None))
+    assert json.loads(state.path.read_text())["queues"] == {"g1 T b 0": [0, 1, 2, 3], "g2 T b 0": [MIN, 5, 6, None]}
+    with state.open(32 * MIN) as w:
+        w.add("g2 T b 0", Sample(32 * MIN, 7, 8, None))
+    assert json.loads(state.path.read_text())["queues"] == {"g2 T b 0": [32 * MIN, 7, 8, None]}
 
 
 def _add_many(path: str, key: str, count: int) -> None:
@@ -156,7 +168,7 @@ def test_two_runs_at_once_take_turns(tmp_path: Path) -> None:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
     queues = json.loads(path.read_text())["queues"]
-    assert {k: len(v) for k, v in queues.items()} == {"a": 60, "b": 60}
+    assert {k: len(v) // 4 for k, v in queues.items()} == {"a": 60, "b": 60}
 
 
 def test_a_run_holding_the_lock_too_long_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
