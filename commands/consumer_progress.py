@@ -564,7 +564,7 @@ def _incomplete(missing: Mapping[str, str], partial: bool) -> str | None:
     return "; ".join(f"{b} did not answer ({e})" for b, e in sorted(missing.items())) + ": its queues are not evaluated"
 
 
-def _failures(ctx: Context, params: ConsumerProgressParams, healths: Mapping[str, GroupHealth]) -> list[str]:
+def _failures(params: ConsumerProgressParams, healths: Mapping[str, GroupHealth]) -> list[str]:
     level = params.fail_level
     return [
         f"{g}: {h.verdict.status.name}: {h.verdict.reason}"
@@ -596,7 +596,7 @@ def _group_health(ctx: Context, params: ConsumerProgressParams, result: GroupPro
                 qh.verdict = Verdict(qh.verdict.status, f"{qh.verdict.reason}; held by {owner}")
         health.verdict = evaluate_group({k: q.verdict for k, q in health.queues.items()})
     result.health = health
-    return _failures(ctx, params, {result.group: health})
+    return _failures(params, {result.group: health})
 
 
 def _key(group: str, q: ProgressRow) -> str:
@@ -630,7 +630,7 @@ def _groups_health(
             clients = Clients(None) if conns is None else _clients_of(conns[g.group])
             healths[g.group] = assess(windows, rules, samples, clients, _incomplete(st.missing_brokers, params.partial))
     result.health = healths
-    return _failures(ctx, params, healths)
+    return _failures(params, healths)
 
 
 def _clients_of(conn: ConsumerConnection | errors.MqadminError) -> Clients:
@@ -655,6 +655,6 @@ def _local_health(ctx: Context, params: ConsumerProgressParams, result: LocalGro
     with _state(ctx, params, where).open(ctx.now) as windows:
         health = assess(windows, params.health_rules, samples, Clients(None))
     result.health = health
-    found = _failures(ctx, params, {result.group: health})
+    found = _failures(params, {result.group: health})
     if found:
         result.check_failure = "; ".join(([result.check_failure] if result.check_failure else []) + found)

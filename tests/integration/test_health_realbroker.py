@@ -1,8 +1,8 @@
 """consumerProgress --health against a real Apache RocketMQ 5.3.3 with the official client online.
 
-Two push consumers (the official C++ client peer): one whose listener blocks at its first message
-(a stuck listener: the client stays online and keeps committing the same offsets) and one that
-consumed everything and shut down (a stopped consumer: the broker forgets it). Then more messages
+Two push consumers (the official C++ client peer) consume the first messages: one then shuts down
+(a stopped consumer: the broker forgets it), the other's listener hangs at the next message (a
+stuck listener: the client stays online and keeps committing the same offsets). Then more messages
 arrive, and three health runs a few seconds apart say STALL and STOP, with exit 3.
 """
 
@@ -84,10 +84,13 @@ def test_stuck_listener_is_stall_and_stopped_consumer_is_stop(
         stopped.wait_for_messages(10, timeout=WAIT)
         until("the commits", lambda: all(admin.consumer_offset(STOPPED, mq) == admin.max_offset(mq) for mq in queues))
     until("the stopped consumer to leave", lambda: online(admin, STOPPED) == 0)
-    stuck_args = ["--block-after", "0", "--thread-count", "1"]
+    # the stuck listener consumes the first 10 (and commits them), then hangs at the next message
+    stuck_args = ["--block-after", "10", "--thread-count", "1"]
     with oc.push_consumer(namesrv, STUCK, TOPIC, workdir=workdir / "stuck", extra_args=stuck_args) as stuck:
-        stuck.wait_for_event("blocked", timeout=WAIT)
+        stuck.wait_for_messages(10, timeout=WAIT)
+        until("the commits", lambda: all(admin.consumer_offset(STUCK, mq) == admin.max_offset(mq) for mq in queues))
         send(admin, 10, "more")
+        stuck.wait_for_event("blocked", timeout=WAIT)
         assert online(admin, STUCK) == 1
         runs = []
         for _ in range(SAMPLES):
@@ -100,14 +103,25 @@ def test_stuck_listener_is_stall_and_stopped_consumer_is_stop(
             time.sleep(2.0)
         assert stuck.running(), stuck.diagnostics()
     first, last = runs[0], runs[-1]
+    seen = {
+        g: [
+            (
+                r[0][g][0],
+                r[0][g][1]["health"],
+                [(q["topic"], q["queue_id"], q["consumer_offset"], q["broker_offset"]) for q in r[0][g][1]["queues"]],
+            )
+            for r in runs
+        ]
+        for g in (STUCK, STOPPED)
+    }
     for g in (STUCK, STOPPED):
         code, doc, err = first[0][g]
-        assert (code, doc["health"]["status"], doc["health"]["collecting"]) == (0, "OK", True), err
+        assert (code, doc["health"]["status"], doc["health"]["collecting"]) == (0, "OK", True), (seen, err)
     code, doc, err = last[0][STUCK]
-    assert code == 3 and doc["health"]["status"] == "STALL", (doc["health"], err)
+    assert code == 3 and doc["health"]["status"] == "STALL", (seen, err)
     assert "1 client(s) online" in doc["health"]["reason"]
     code, doc, err = last[0][STOPPED]
-    assert code == 3 and doc["health"]["status"] == "STOP", (doc["health"], err)
+    assert code == 3 and doc["health"]["status"] == "STOP", (seen, err)
     assert "no client online" in doc["health"]["reason"]
     code, doc, err = last[1]
     by_group = {g["group"]: g["health"]["status"] for g in doc["groups"]}
