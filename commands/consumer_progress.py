@@ -67,7 +67,7 @@ class ConsumerProgressParams:
     health: bool = False
     fail_on: str = "STALL"
     health_samples: int = 5
-    health_max_age: str = "30m"
+    health_max_age: str = "1h"
     warn_lag_time: str | None = None
 
     def __post_init__(self) -> None:
@@ -81,7 +81,7 @@ class ConsumerProgressParams:
                 for flag, value, default in (
                     ("--fail-on", self.fail_on, "STALL"),
                     ("--health-samples", self.health_samples, 5),
-                    ("--health-max-age", self.health_max_age, "30m"),
+                    ("--health-max-age", self.health_max_age, "1h"),
                     ("--warn-lag-time", self.warn_lag_time, None),
                 )
                 if value != default
@@ -238,8 +238,9 @@ class ConsumerProgressCommand(SubCommand):
         Opt(
             "health_max_age",
             ("--health-max-age",),
-            "With --health: samples older than this leave the window, and queues not seen for this long the state file",
-            default="30m",
+            "With --health: samples older than this leave the window, and queues not seen for this long the "
+            "state file; keep it above N times the interval between runs, or the window never fills",
+            default="1h",
             metavar="DURATION",
         ),
         Opt(

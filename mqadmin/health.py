@@ -114,7 +114,7 @@ class Rules:
     """The window (N samples, none older than T) and the soft lag-time limit."""
 
     samples: int = 5
-    max_age_ms: int = 30 * 60_000
+    max_age_ms: int = 60 * 60_000
     warn_lag_ms: int | None = None
 
 
