@@ -372,9 +372,16 @@ def health_lines(healths: dict[str, GroupHealth]) -> list[str]:
 
 
 def group_health_json(health: GroupHealth) -> dict[str, Any]:
-    """A group's status; its queues (with their samples) only where they are not plain OK, so
-    10,000 groups stay a readable document."""
-    from mqadmin.health import Status, verdict_json
+    """A group's status, how many of its queues have each status, and the window of the queue the
+    status comes from: bounded by the number of groups, however many queues lag (``-g`` shows
+    every queue's window)."""
+    from mqadmin.health import verdict_json, worst_queue
 
-    queues = {k: q.to_json() for k, q in health.queues.items() if q.verdict.status != Status.OK}
-    return {**verdict_json(health.verdict), "queues": queues}
+    counts: dict[str, int] = {}
+    for q in health.queues.values():
+        counts[q.verdict.status.name] = counts.get(q.verdict.status.name, 0) + 1
+    worst = worst_queue({k: q.verdict for k, q in health.queues.items()})
+    doc = {**verdict_json(health.verdict), "queues": counts}
+    if worst is not None and health.queues[worst].verdict.status:
+        doc["worst_queue"] = {"queue": worst.split(" ", 1)[1], **health.queues[worst].to_json()}
+    return doc

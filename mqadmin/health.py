@@ -203,20 +203,28 @@ _CAUGHT_UP = Verdict(Status.OK, CAUGHT_UP)
 
 def evaluate_group(verdicts: Mapping[str, Verdict]) -> Verdict:
     """The worst queue's status, its reason named by queue, and how many queues share it."""
-    if not verdicts:
+    first = worst_queue(verdicts)
+    if first is None:
         return Verdict(Status.OK, "no queues")
-    worst = max(verdicts.values(), key=lambda v: (v.status, v.collecting is not None))
-    named = [k for k, v in verdicts.items() if v.status == worst.status]
+    worst = verdicts[first]
     if worst.status == Status.OK and worst.collecting:
         return worst
     if worst.status == Status.OK:
         if all(v.why == CAUGHT_UP for v in verdicts.values()):
             return Verdict(Status.OK, CAUGHT_UP)
         return Verdict(Status.OK, f"{len(verdicts)} queue(s) OK")
-    first = sorted(named)[0]
-    more = f" (and {len(named) - 1} more of {len(verdicts)} queues)" if len(named) > 1 else ""
+    named = sum(1 for v in verdicts.values() if v.status == worst.status)
+    more = f" (and {named - 1} more of {len(verdicts)} queues)" if named > 1 else ""
     where = first.split(" ", 1)[1]  # the queue, without the group the reason is about
-    return Verdict(worst.status, f"{where}: {verdicts[first].reason}{more}")
+    return Verdict(worst.status, f"{where}: {worst.reason}{more}")
+
+
+def worst_queue(verdicts: Mapping[str, Verdict]) -> str | None:
+    """The key of the queue a group's status comes from: the worst status (a collecting OK above
+    a settled one), the first by name among equals."""
+    if not verdicts:
+        return None
+    return min(verdicts, key=lambda k: (-verdicts[k].status, verdicts[k].collecting is None, k))
 
 
 def fails(status: Status, fail_on: Status) -> bool:

@@ -211,9 +211,12 @@ def test_all_groups_view_agrees_and_exits_3(history: dict[str, list[Any]]) -> No
     assert code == 3
     failing = {part.split(":")[0] for part in doc["check_failure"].split("; ")}
     assert failing == {"stuck", "stopped", "rewound", "pop"}
-    worst = next(g for g in doc["groups"] if g["group"] == "stuck")["health"]
-    assert all(q["status"] == "STALL" and len(q["samples"]) == STEPS for q in worst["queues"].values())
-    assert next(g for g in doc["groups"] if g["group"] == "healthy")["health"]["queues"] == {}
+    stuck = next(g for g in doc["groups"] if g["group"] == "stuck")["health"]
+    assert stuck["queues"] == {"STALL": QUEUES}
+    assert stuck["worst_queue"]["queue"] == f"{TOPIC} broker-a 0" and stuck["worst_queue"]["status"] == "STALL"
+    assert [s["consumer_offset"] for s in stuck["worst_queue"]["samples"]] == [10] * STEPS
+    healthy = next(g for g in doc["groups"] if g["group"] == "healthy")["health"]
+    assert healthy["queues"] == {"OK": QUEUES} and "worst_queue" not in healthy
 
 
 def test_without_clients_a_stopped_group_is_a_stall_that_says_so(history: dict[str, list[Any]]) -> None:
