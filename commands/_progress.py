@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_duration, format_java
+
+if TYPE_CHECKING:
+    from mqadmin.health import GroupHealth
 
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
 #: the Java tool's printf layouts (ConsumerProgressSubCommand, tools 4.9.7 and 5.3.3), kept as its
@@ -75,6 +78,8 @@ class GroupProgress(ResultBase):
     show_client_ip: bool = False
     #: brokers that did not answer (name -> why): the queues and totals are the others'
     missing_brokers: dict[str, str] = field(default_factory=dict)
+    #: --health: the group's and each queue's status over the window
+    health: GroupHealth | None = None
 
     @property
     def diff_total(self) -> int:
@@ -87,6 +92,11 @@ class GroupProgress(ResultBase):
         if self.previous is None or (q.topic, q.broker, q.queue_id) not in self.previous:
             return None
         return q.diff - self.previous[(q.topic, q.broker, q.queue_id)]
+
+    def _key(self, q: ProgressRow) -> str:
+        from mqadmin.health import queue_key
+
+        return queue_key(self.group, q.topic, q.broker, q.queue_id)
 
     def java_text(self) -> str:
         """The Java tool's ``consumerProgress -g`` text (4.x layout on 4.x brokers, else 5.x)."""
@@ -125,6 +135,12 @@ class GroupProgress(ResultBase):
 
     def to_json(self) -> dict[str, Any]:
         doc = self._json()
+        if self.health is not None:
+            from mqadmin.health import verdict_json
+
+            doc["health"] = verdict_json(self.health.verdict)
+            for q, out in zip(self.queues, doc["queues"], strict=True):
+                out["health"] = self.health.queues[self._key(q)].to_json()
         if self.missing_brokers:
             doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
         return doc
@@ -157,6 +173,7 @@ class GroupProgress(ResultBase):
         ip = self.show_client_ip
         columns = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset"] + (["Client IP"] if ip else [])
         columns += ["Diff", "Inflight", "LastTime", "Lag Time"] + (["Change"] if self.previous is not None else [])
+        columns += ["Status"] if self.health is not None else []
         rows = [
             [q.topic, q.broker, q.queue_id, q.broker_offset, q.consumer_offset]
             + ([q.client_ip or "N/A"] if ip else [])
@@ -167,6 +184,7 @@ class GroupProgress(ResultBase):
                 format_duration(q.lag_time_ms),
             ]
             + ([signed(self._change(q))] if self.previous is not None else [])
+            + ([self._status(q)] if self.health is not None else [])
             for q in self.queues
         ]
         footer = [
@@ -175,11 +193,19 @@ class GroupProgress(ResultBase):
             f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
             lag_line(self.lag_time_ms),
         ]
+        if self.health is not None:
+            footer.append(health_line(self.health))
         footer += [
             f"Missing: {b} did not answer ({e}); its queues are not shown"
             for b, e in sorted(self.missing_brokers.items())
         ]
         return Table(columns, rows, title=f"Consumer group {self.group}", footer=footer)
+
+    def _status(self, q: ProgressRow) -> str:
+        from mqadmin.health import status_cell
+
+        assert self.health is not None
+        return status_cell(self.health.queues[self._key(q)].verdict)
 
 
 @dataclass
@@ -217,6 +243,8 @@ class AllGroupsProgress(ResultBase):
     #: False (--no-clients): no group's clients were read, so count/version/type/model are not
     #: shown at all (a 0 would say "offline", which nobody checked)
     clients: bool = True
+    #: --health: each group's status over the window
+    health: dict[str, GroupHealth] | None = None
 
     def note_previous(self, before: AllGroupsProgress) -> None:
         self.previous = {g.group: g.diff_total for g in before.groups}
@@ -253,6 +281,7 @@ class AllGroupsProgress(ResultBase):
                     "diff_total": g.diff_total,
                     "lag_time_ms": g.lag_time_ms,
                     **({"diff_change": self._change(g)} if self.previous is not None else {}),
+                    **({"health": group_health_json(self.health[g.group])} if self.health is not None else {}),
                 }
                 for g in self.groups
             ]
@@ -265,18 +294,27 @@ class AllGroupsProgress(ResultBase):
         clients = ["Count", "Version", "Type", "Model"] if self.clients else []
         columns = ["Group", *clients, "TPS", "Diff Total", "Lag Time"]
         columns += ["Change"] if self.previous is not None else []
+        columns += ["Status"] if self.health is not None else []
         rows: list[list[Any]] = [
             [g.group]
             + ([g.count, g.version, g.type, g.model] if self.clients else [])
             + [int(g.tps), g.diff_total, format_duration(g.lag_time_ms)]
             + ([signed(self._change(g))] if self.previous is not None else [])
+            + ([self._status(g)] if self.health is not None else [])
             for g in self.groups
         ]
-        footer = [
+        footer = health_lines(self.health) if self.health is not None else []
+        footer += [
             f"Missing: {b} did not answer ({e}); the figures leave its queues out"
             for b, e in sorted(self.missing_brokers.items())
         ]
         return Table(columns, rows, title="Consumer groups", footer=footer)
+
+    def _status(self, g: GroupSummary) -> str:
+        from mqadmin.health import status_cell
+
+        assert self.health is not None
+        return status_cell(self.health[g.group].verdict)
 
 
 def max_lag(lags: list[int | None]) -> int | None:
@@ -307,3 +345,43 @@ def breaches_of(group: str, diff: int, lag_ms: int | None, max_lag: int | None, 
     elif max_lag_time is not None and lag_ms is not None and lag_ms > max_lag_time:
         out.append(f"{group}: lag {format_duration(lag_ms)} > --max-lag-time {format_duration(max_lag_time)}")
     return out
+
+
+#: the all-groups table names at most this many groups that are not OK (JSON names all)
+HEALTH_FOOTER_LINES = 20
+
+
+def health_line(health: GroupHealth) -> str:
+    return f"Health: {health.verdict.status.name}: {health.verdict.reason}"
+
+
+def health_lines(healths: dict[str, GroupHealth]) -> list[str]:
+    """The reasons of the groups that are not OK, worst first; a count of the OK ones."""
+    bad = sorted(((h.verdict.status, g) for g, h in healths.items() if h.verdict.status), reverse=True)
+    lines = [
+        f"{g}: {healths[g].verdict.status.name}: {healths[g].verdict.reason}" for _, g in bad[:HEALTH_FOOTER_LINES]
+    ]
+    if len(bad) > HEALTH_FOOTER_LINES:
+        lines.append(f"... and {len(bad) - HEALTH_FOOTER_LINES} more not OK (--json shows all)")
+    collecting = sum(1 for h in healths.values() if h.verdict.collecting)
+    ok = len(healths) - len(bad)
+    return [
+        f"Health: {ok} of {len(healths)} groups OK" + (f" ({collecting} still collecting)" if collecting else ""),
+        *lines,
+    ]
+
+
+def group_health_json(health: GroupHealth) -> dict[str, Any]:
+    """A group's status, how many of its queues have each status, and the window of the queue the
+    status comes from: bounded by the number of groups, however many queues lag (``-g`` shows
+    every queue's window)."""
+    from mqadmin.health import verdict_json, worst_queue
+
+    counts: dict[str, int] = {}
+    for q in health.queues.values():
+        counts[q.verdict.status.name] = counts.get(q.verdict.status.name, 0) + 1
+    worst = worst_queue({k: q.verdict for k, q in health.queues.items()})
+    doc = {**verdict_json(health.verdict), "queues": counts}
+    if worst is not None and health.queues[worst].verdict.status:
+        doc["worst_queue"] = {"queue": worst.split(" ", 1)[1], **health.queues[worst].to_json()}
+    return doc

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._common import fan_out, store_time_at, time_fields
 from mqadmin.commands._local_offsets import LocalOffsets
-from mqadmin.commands._progress import breaches_of
+from mqadmin.commands._progress import breaches_of, health_line
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue
@@ -19,6 +19,7 @@ from mqadmin.timeparse import format_duration, format_java
 
 if TYPE_CHECKING:
     from mqadmin.context import Context
+    from mqadmin.health import GroupHealth
     from mqadmin.localstore import OffsetsFile
 
 
@@ -49,6 +50,8 @@ class LocalGroupProgress(ResultBase):
     files: list[OffsetsFile]
     tz: tzinfo | None = None
     check_failure: str | None = None
+    #: --health: each client's queues evaluated over the window
+    health: GroupHealth | None = None
 
     @property
     def diff_total(self) -> int | None:
@@ -60,7 +63,25 @@ class LocalGroupProgress(ResultBase):
         lags = [q.lag_time_ms for q in self.queues if q.lag_time_ms is not None]
         return max(lags) if lags else None
 
+    def _verdict(self, q: LocalRow) -> Any:
+        from mqadmin.health import queue_key
+
+        assert self.health is not None
+        found = self.health.queues.get(queue_key(self.group, q.topic, q.broker, q.queue_id, q.client))
+        return found
+
     def to_json(self) -> dict[str, Any]:
+        doc = self._json()
+        if self.health is not None:
+            from mqadmin.health import verdict_json
+
+            doc["health"] = verdict_json(self.health.verdict)
+            for q, out in zip(self.queues, doc["queues"], strict=True):
+                found = self._verdict(q)
+                out["health"] = None if found is None else found.to_json()
+        return doc
+
+    def _json(self) -> dict[str, Any]:
         return {
             "group": self.group,
             "tps": None,
@@ -85,7 +106,7 @@ class LocalGroupProgress(ResultBase):
 
     def table(self) -> Table:
         columns = ["Client", "Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff"]
-        columns += ["LastTime", "Lag Time"]
+        columns += ["LastTime", "Lag Time"] + (["Status"] if self.health is not None else [])
         rows = [
             [
                 q.client,
@@ -98,6 +119,7 @@ class LocalGroupProgress(ResultBase):
                 format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
                 format_duration(q.lag_time_ms),
             ]
+            + ([self._status(q)] if self.health is not None else [])
             for q in self.queues
         ]
         diff = "n/a (needs -n)" if self.diff_total is None else str(self.diff_total)
@@ -107,8 +129,16 @@ class LocalGroupProgress(ResultBase):
         ]
         if self.lag_time_ms is not None:
             footer.append(f"Lag Time: {format_duration(self.lag_time_ms)} (age of the oldest unconsumed message)")
+        if self.health is not None:
+            footer.append(health_line(self.health))
         footer += [f"{f.client}: {f.path} (read {f.read_from})" for f in self.files]
         return Table(columns, rows, title=f"Consumer group {self.group} (broadcast, local offsets)", footer=footer)
+
+    def _status(self, q: LocalRow) -> str:
+        from mqadmin.health import status_cell
+
+        found = self._verdict(q)
+        return "-" if found is None else status_cell(found.verdict)
 
 
 @dataclass

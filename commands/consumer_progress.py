@@ -28,11 +28,28 @@ from mqadmin.commands._progress import (
 from mqadmin.commands._progress_local import LocalGroupProgress, LocalGroupsProgress, local_progress
 
 from mqadmin import errors
+from mqadmin.config import default_home
 from mqadmin.context import Context
+from mqadmin.health import (
+    Clients,
+    GroupHealth,
+    MemoryState,
+    Rules,
+    Sample,
+    StateFile,
+    Status,
+    Verdict,
+    assess,
+    evaluate_group,
+    fails,
+    parse_level,
+    queue_key,
+    state_path,
+)
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.protocol.versions import version_desc
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.timeparse import now_ms, parse_duration_ms
+from mqadmin.timeparse import parse_duration_ms
 
 
 @dataclass(frozen=True)
@@ -47,9 +64,30 @@ class ConsumerProgressParams:
     show_client_ip: str | None
     partial: bool
     no_clients: bool
+    health: bool = False
+    fail_on: str = "STALL"
+    health_samples: int = 5
+    health_max_age: str = "1h"
+    warn_lag_time: str | None = None
 
     def __post_init__(self) -> None:
         self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)
+        if self.health:
+            self.health_rules  # noqa: B018 (as above: bad values are usage errors before any request)
+            self.fail_level  # noqa: B018
+        else:
+            given = [
+                flag
+                for flag, value, default in (
+                    ("--fail-on", self.fail_on, "STALL"),
+                    ("--health-samples", self.health_samples, 5),
+                    ("--health-max-age", self.health_max_age, "1h"),
+                    ("--warn-lag-time", self.warn_lag_time, None),
+                )
+                if value != default
+            ]
+            if given:
+                raise errors.UsageError(f"{', '.join(given)}: options of --health; add --health")
         if self.max_lag is not None and self.max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
         self.show_ip  # noqa: B018 (-s takes true or false only: a usage error here)
@@ -69,6 +107,20 @@ class ConsumerProgressParams:
     def max_lag_time_ms(self) -> int | None:
         return parse_duration_ms(self.max_lag_time) if self.max_lag_time else None
 
+    @property
+    def health_rules(self) -> Rules:
+        if self.health_samples < 2:
+            raise errors.UsageError("--health-samples must be 2 or more: a window needs two samples to compare")
+        max_age = parse_duration_ms(self.health_max_age)
+        if max_age <= 0:
+            raise errors.UsageError("--health-max-age must be above 0")
+        warn = parse_duration_ms(self.warn_lag_time) if self.warn_lag_time is not None else None
+        return Rules(self.health_samples, max_age, warn)
+
+    @property
+    def fail_level(self) -> Status:
+        return parse_level(self.fail_on)
+
 
 @register
 class ConsumerProgressCommand(SubCommand):
@@ -84,6 +136,17 @@ class ConsumerProgressCommand(SubCommand):
     queues, and its share of each total, left out; --output prometheus has no series for it),
     the broker is named on stderr and under missing_brokers in JSON, and the command exits 1
     (3 if a check fails as well); --partial accepts such an answer (mqadmin extension).
+
+    With --health each queue and group gets a status over a window of samples, one per run, as
+    Burrow's consumer lag evaluation (mqadmin extension): OK, WARN (the offset moves but the lag
+    grows at every sample, or the lag time is above --warn-lag-time), STALL (messages wait, clients
+    online, the offset has not moved over the window), STOP (messages wait, no client online, the
+    offset not moving), REWIND (the offset went back), ERR (not readable); exit 3 at --fail-on or
+    worse. Where it differs from Burrow: STOP comes from RocketMQ's online clients (heartbeats), not
+    from commit times, since RocketMQ clients commit every 5 s whether or not they moved; WARN needs
+    the lag to grow, not merely not to shrink (a steady lag keeps up); the lag time (age of the
+    oldest unconsumed message) is a rule of its own; a REWIND names the client holding the queue;
+    and the window lives in a state file, so the first runs say "collecting".
     """
 
     name = "consumerProgress"
@@ -144,6 +207,48 @@ class ConsumerProgressCommand(SubCommand):
             kind=bool,
             default=False,
         ),
+        Opt(
+            "health",
+            ("--health",),
+            "Evaluate each queue and group over a window of samples, as Burrow does: OK, WARN (falling behind), "
+            "STALL (clients online, offset not moving), STOP (no client online, offset not moving), REWIND "
+            "(offset went back), ERR (not readable); each run adds a sample to a state file under "
+            "$MQADMIN_HOME/state/ (--watch keeps them in memory). The README's 'Health checks' section has the "
+            "rules and how they differ from Burrow's (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "fail_on",
+            ("--fail-on",),
+            "With --health: exit 3 when a group's status is LEVEL or worse (OK < WARN < STALL < STOP < REWIND < ERR)",
+            default="STALL",
+            metavar="LEVEL",
+            choices=("OK", "WARN", "STALL", "STOP", "REWIND", "ERR"),
+        ),
+        Opt(
+            "health_samples",
+            ("--health-samples",),
+            "With --health: the window is the last N samples of each queue (one per run; until there are N, the "
+            "status says 'collecting')",
+            kind=int,
+            default=5,
+            metavar="N",
+        ),
+        Opt(
+            "health_max_age",
+            ("--health-max-age",),
+            "With --health: samples older than this leave the window, and queues not seen for this long the "
+            "state file; keep it above N times the interval between runs, or the window never fills",
+            default="1h",
+            metavar="DURATION",
+        ),
+        Opt(
+            "warn_lag_time",
+            ("--warn-lag-time",),
+            "With --health: WARN when a queue's oldest unconsumed message is older than this",
+            metavar="DURATION",
+        ),
     )
 
     params_type = ConsumerProgressParams
@@ -160,7 +265,16 @@ class ConsumerProgressCommand(SubCommand):
                 raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
             if show_ip:
                 raise errors.UsageError("-s/--showClientIP asks the online clients; it has no --local-store form")
-            return local_progress(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
+            if params.health and not group:
+                raise errors.UsageError("--health with --local-store evaluates one group: give -g")
+            local = local_progress(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
+            if params.health and isinstance(local, LocalGroupProgress):
+                _local_health(ctx, params, local)
+            return local
+        if params.health and ctx.output == "java":
+            raise errors.UsageError(
+                "--output java prints the Java tool's text, which has no status; --health is not for it"
+            )
         admin = open_admin(ctx)
         if group:
             result = self._one_group(ctx, group, params.topic)
@@ -169,6 +283,8 @@ class ConsumerProgressCommand(SubCommand):
             if ctx.output in ("java", "prometheus"):
                 result.extra = _extra(ctx, group)
             breaches = breaches_of(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
+            if params.health:
+                breaches += _group_health(ctx, params, result)
             return _checked(ctx, result, breaches, params.partial)
         if params.no_clients and ctx.output == "java":
             raise errors.UsageError(
@@ -178,15 +294,19 @@ class ConsumerProgressCommand(SubCommand):
         # one request per broker where the broker allows; a broker that cannot be reached is asked once
         stats = admin.consume_stats_all(groups, partial=True)
         conns = None if params.no_clients else admin.consumer_connections_all(groups)
-        lags = groups_lag_ms(ctx, {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)})
+        tables = {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)}
+        ages = position_ages(ctx, tables)
+        lags = groups_lag_ms(ctx, tables, ages)
         summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
         breaches = [
             b for s in summaries for b in breaches_of(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
         ]
-        everything = AllGroupsProgress(summaries, read_at_ms=now_ms(), clients=not params.no_clients)
+        everything = AllGroupsProgress(summaries, read_at_ms=ctx.now, clients=not params.no_clients)
         for s in stats.values():
             if isinstance(s, ConsumeStats):
                 everything.missing_brokers.update(s.missing_brokers)
+        if params.health:
+            breaches += _groups_health(ctx, params, everything, stats, conns, ages)
         return _checked(ctx, everything, breaches, params.partial)
 
     def _one_group(self, ctx: Context, group: str, topic: str | None) -> GroupProgress:
@@ -278,8 +398,10 @@ def _age_at(ctx: Context, mq: MessageQueue, offset: int) -> int | None:
 LAG_READ_SPAN = 32
 
 
-def groups_lag_ms(ctx: Context, tables: Mapping[str, Mapping[MessageQueue, OffsetWrapper]]) -> dict[str, int | None]:
-    """Each group's lag time (the oldest unconsumed message over its queues), for many groups.
+def position_ages(
+    ctx: Context, tables: Mapping[str, Mapping[MessageQueue, OffsetWrapper]]
+) -> dict[tuple[MessageQueue, int], int | None]:
+    """The age of the message at each lagging (queue, consumer offset) of many groups.
 
     The age of the message at a queue position does not depend on the group standing there, so
     each distinct lagging (queue, consumer offset) is read once, however many groups share it,
@@ -294,6 +416,18 @@ def groups_lag_ms(ctx: Context, tables: Mapping[str, Mapping[MessageQueue, Offse
     ages: dict[tuple[MessageQueue, int], int | None] = {}
     for part in fan_out(lambda item: _span_ages(ctx, item[0], item[1]), spans):
         ages.update(part)
+    return ages
+
+
+def groups_lag_ms(
+    ctx: Context,
+    tables: Mapping[str, Mapping[MessageQueue, OffsetWrapper]],
+    ages: Mapping[tuple[MessageQueue, int], int | None] | None = None,
+) -> dict[str, int | None]:
+    """Each group's lag time (the oldest unconsumed message over its queues), from ``position_ages``
+    (read here unless given)."""
+    if ages is None:
+        ages = position_ages(ctx, tables)
     return {
         group: max_lag([ages[mq, w.consumer_offset] for mq, w in table.items() if _behind(w)])
         for group, table in tables.items()
@@ -343,28 +477,34 @@ def _row(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> ProgressRow:
 
 
 def _add_client_ips(ctx: Context, result: GroupProgress) -> None:
-    """Each queue's owner, as the Java tool learns it: every online client reports the queues it
-    holds (its running info's mqTable); the owner's IP is its client id up to the first @."""
+    """Each queue's owner, as the Java tool shows it: the owner's IP is its client id up to the first @."""
     result.show_client_ip = True
+    owners = _owners(ctx, result.group, "Client IP left out")
+    for q in result.queues:
+        owner = owners.get(MessageQueue(q.topic, q.broker, q.queue_id))
+        q.client_ip = owner.split("@")[0] if owner else None
+
+
+def _owners(ctx: Context, group: str, what: str) -> dict[MessageQueue, str]:
+    """Which client (its id) holds each queue now, as the Java tool learns it: every online client
+    reports the queues it holds (its running info's mqTable)."""
     admin = ctx.admin()
     try:
-        clients = [c.client_id for c in admin.consumer_connections(result.group).connections]
+        clients = [c.client_id for c in admin.consumer_connections(group).connections]
     except errors.ConsumerNotOnline:
-        return
+        return {}
     except errors.MqadminError as exc:  # a display column: the offsets are still worth showing
-        ctx.env.warn(f"Client IP left out: the group's clients could not be listed ({exc})")
-        return
+        ctx.env.warn(f"{what}: the group's clients could not be listed ({exc})")
+        return {}
 
     def held(client_id: str) -> frozenset[MessageQueue]:
         try:
-            return admin.consumer_running_queues(result.group, client_id)
+            return admin.consumer_running_queues(group, client_id)
         except errors.MqadminError as exc:
             ctx.env.warn(f"client {client_id}: its queues could not be read ({exc})")
             return frozenset()
 
-    owners = {mq: cid.split("@")[0] for cid, mqs in zip(clients, fan_out(held, clients), strict=True) for mq in mqs}
-    for q in result.queues:
-        q.client_ip = owners.get(MessageQueue(q.topic, q.broker, q.queue_id))
+    return {mq: cid for cid, mqs in zip(clients, fan_out(held, clients), strict=True) for mq in mqs}
 
 
 def _online_or_unknown(ctx: Context, group: str, topic: str | None) -> None:
@@ -387,7 +527,7 @@ def _extra(ctx: Context, group: str) -> ProgressExtra:
     extra = ProgressExtra(
         v5=not brokers or any(int(b.version.split(".")[0]) >= 5 for b in brokers),
         clusters={b.broker_name: b.cluster for b in brokers},
-        read_at_ms=now_ms(),
+        read_at_ms=ctx.now,
     )
     try:
         conn = admin.consumer_connections(group)
@@ -395,3 +535,127 @@ def _extra(ctx: Context, group: str) -> ProgressExtra:
     except errors.MqadminError:
         pass  # offline: 0 clients, CLUSTERING, as the exporter assumes
     return extra
+
+
+#: --watch: each watched run's samples, kept in memory (a cron run's are in the state file)
+_WATCHED: dict[int, MemoryState] = {}
+
+
+def _state(ctx: Context, params: ConsumerProgressParams, where: str) -> StateFile | MemoryState:
+    rules = params.health_rules
+    if ctx.watching:
+        return _WATCHED.setdefault(id(ctx), MemoryState(rules))
+    return StateFile(state_path(default_home(), where), rules, ctx.env.warn)
+
+
+def _online(ctx: Context, group: str) -> Clients:
+    try:
+        return Clients(len(ctx.admin().consumer_connections(group).connections))
+    except errors.ConsumerNotOnline:
+        return Clients(0)
+    except errors.MqadminError as exc:
+        ctx.env.warn(f"health: the clients of {group} could not be read ({exc}); STOP cannot be told from STALL")
+        return Clients(None)
+
+
+def _incomplete(missing: Mapping[str, str], partial: bool) -> str | None:
+    """A group whose brokers did not all answer is ERR, unless --partial accepts that."""
+    if not missing or partial:
+        return None
+    return "; ".join(f"{b} did not answer ({e})" for b, e in sorted(missing.items())) + ": its queues are not evaluated"
+
+
+def _failures(params: ConsumerProgressParams, healths: Mapping[str, GroupHealth]) -> list[str]:
+    level = params.fail_level
+    return [
+        f"{g}: {h.verdict.status.name}: {h.verdict.reason}"
+        for g, h in healths.items()
+        if fails(h.verdict.status, level)
+    ]
+
+
+def _group_health(ctx: Context, params: ConsumerProgressParams, result: GroupProgress) -> list[str]:
+    """-g --health: the group's queues evaluated over their windows; the breaches of --fail-on."""
+    rules = params.health_rules
+    clients = _online(ctx, result.group)
+    samples = [
+        (
+            queue_key(result.group, q.topic, q.broker, q.queue_id),
+            Sample(ctx.now, q.consumer_offset, q.broker_offset, q.lag_time_ms),
+        )
+        for q in result.queues
+    ]
+    with _state(ctx, params, ctx.address or "").open(ctx.now) as windows:
+        health = assess(windows, rules, samples, clients, _incomplete(result.missing_brokers, params.partial))
+    rewound = [q for q in result.queues if health.queues[_key(result.group, q)].verdict.status == Status.REWIND]
+    if rewound and clients.online:
+        owners = _owners(ctx, result.group, "REWIND: the queues' holders left out")
+        for q in rewound:
+            owner = owners.get(MessageQueue(q.topic, q.broker, q.queue_id))
+            if owner:
+                qh = health.queues[_key(result.group, q)]
+                qh.verdict = Verdict(qh.verdict.status, f"{qh.verdict.reason}; held by {owner}")
+        health.verdict = evaluate_group({k: q.verdict for k, q in health.queues.items()})
+    result.health = health
+    return _failures(params, {result.group: health})
+
+
+def _key(group: str, q: ProgressRow) -> str:
+    return queue_key(group, q.topic, q.broker, q.queue_id)
+
+
+def _groups_health(
+    ctx: Context,
+    params: ConsumerProgressParams,
+    result: AllGroupsProgress,
+    stats: Mapping[str, ConsumeStats | errors.MqadminError],
+    conns: Mapping[str, ConsumerConnection | errors.MqadminError] | None,
+    ages: Mapping[tuple[MessageQueue, int], int | None],
+) -> list[str]:
+    """Every group's health in one pass over the state file (one lock, one write)."""
+    rules = params.health_rules
+    healths: dict[str, GroupHealth] = {}
+    with _state(ctx, params, ctx.address or "").open(ctx.now) as windows:
+        for g in result.groups:
+            st = stats[g.group]
+            if isinstance(st, errors.MqadminError):
+                healths[g.group] = GroupHealth(Verdict(Status.ERR, f"its offsets could not be read ({st})"))
+                continue
+            samples = [
+                (
+                    queue_key(g.group, mq.topic, mq.broker_name, mq.queue_id),
+                    Sample(ctx.now, w.consumer_offset, w.broker_offset, ages.get((mq, w.consumer_offset), 0)),
+                )
+                for mq, w in st.offsets.items()
+            ]
+            clients = Clients(None) if conns is None else _clients_of(conns[g.group])
+            healths[g.group] = assess(windows, rules, samples, clients, _incomplete(st.missing_brokers, params.partial))
+    result.health = healths
+    return _failures(params, healths)
+
+
+def _clients_of(conn: ConsumerConnection | errors.MqadminError) -> Clients:
+    if isinstance(conn, ConsumerConnection):
+        return Clients(len(conn.connections))
+    return Clients(0) if isinstance(conn, errors.ConsumerNotOnline) else Clients(None)
+
+
+def _local_health(ctx: Context, params: ConsumerProgressParams, result: LocalGroupProgress) -> None:
+    """--local-store -g --health: each client's queues (broadcast: every client has its own offsets)."""
+    samples = [
+        (
+            queue_key(result.group, r.topic, r.broker, r.queue_id, r.client),
+            Sample(ctx.now, r.consumer_offset, r.broker_offset, r.lag_time_ms),
+        )
+        for r in result.queues
+        if r.broker_offset is not None and r.consumer_offset is not None
+    ]
+    if not samples and result.queues:
+        raise errors.UsageError("--health with --local-store needs -n: the broker knows how far the queues go")
+    where = f"{ctx.address or ''} local:{Path(params.local_store or '').resolve()}"
+    with _state(ctx, params, where).open(ctx.now) as windows:
+        health = assess(windows, params.health_rules, samples, Clients(None))
+    result.health = health
+    found = _failures(params, {result.group: health})
+    if found:
+        result.check_failure = "; ".join(([result.check_failure] if result.check_failure else []) + found)

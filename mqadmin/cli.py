@@ -154,7 +154,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         from mqadmin.watch import watch_loop
 
         try:
-            watch_loop(lambda: call(ctx), watch, fmt, env, output_file)
+            watch_loop(ctx, call, watch, fmt, output_file)
         except KeyboardInterrupt:  # the way to stop watching: no error line
             raise QuietExit(ExitCode.INTERRUPTED) from None
         finally:

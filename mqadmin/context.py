@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
@@ -27,9 +28,14 @@ class Context:
     #: the --output format: a command may fetch what only that format shows (e.g. java, prometheus)
     output: str = "table"
     connect_options: dict[str, Any] = field(default_factory=dict)
+    #: epoch ms; every figure of one measurement is taken at this one instant
     now: int = field(default_factory=now_ms)
     #: --reason: why a change is made (an incident id), for the journal
     reason: str | None = None
+    #: where ``now`` comes from (tests inject a clock); ``tick`` reads it again
+    clock: Callable[[], int] = field(default=now_ms, repr=False)
+    #: set by --watch: the command runs again with this context, so it may keep state in memory
+    watching: bool = False
     _admin: Admin | None = None
     _admin_ro: bool = True
     _warned: set[str] = field(default_factory=set)
@@ -58,6 +64,11 @@ class Context:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+
+    def tick(self) -> int:
+        """A new measurement (each --watch refresh): ``now`` is read again, never reused."""
+        self.now = self.clock()
+        return self.now
 
     def time(self, text: str) -> int:
         return parse_time(text, now=self.now, tz=self.tz)

@@ -13,6 +13,11 @@ alerts written for the exporter read ours too:
 
 What the exporter does not have is ``mqadmin_``-prefixed: per-queue figures, the group's lag in
 seconds, its consume TPS, its online clients, and the time the figures were read.
+
+With ``--health``, ``mqadmin_group_health_status`` {group} and ``mqadmin_queue_health_status``
+{group, topic, broker, queue_id} carry the status as a number (HEALTH_VALUES): 0 OK (also while
+the window is still collecting), 1 WARN, 2 STALL, 3 STOP, 4 REWIND, 5 ERR; an alert on ``>= 2``
+is ``--fail-on STALL``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
+
+#: the health statuses' gauge values, in rising severity (mqadmin.health.Status)
+HEALTH_VALUES = {"OK": 0, "WARN": 1, "STALL": 2, "STOP": 3, "REWIND": 4, "ERR": 5}
+HEALTH_HELP = "Health over the window: 0 OK, 1 WARN, 2 STALL, 3 STOP, 4 REWIND, 5 ERR (consumerProgress --health)"
 
 #: MessageModel ordinals, as the exporter writes the msgModel label
 MODEL_ORDINALS = {"BROADCASTING": "0", "CLUSTERING": "1"}
@@ -120,6 +129,11 @@ def group_exposition(
         )
     _queue_series(exp, group, queues)
     _group_totals(exp, group, doc.get("diff_total", 0), doc.get("lag_time_ms"), doc.get("tps"), online)
+    if "health" in doc:
+        _group_health(exp, group, doc["health"])
+        for q in queues:
+            labels = {"group": group, "topic": q["topic"], "broker": q["broker"], "queue_id": q["queue_id"]}
+            exp.add("mqadmin_queue_health_status", HEALTH_HELP, labels, HEALTH_VALUES[q["health"]["status"]])
     exp.add(
         "mqadmin_progress_read_timestamp_seconds",
         "When mqadmin read these figures",
@@ -151,6 +165,8 @@ def groups_exposition(groups: Iterable[Mapping[str, Any]], *, read_at_ms: int) -
     exp = Exposition()
     for g in groups:
         _group_totals(exp, g["group"], g["diff_total"], g.get("lag_time_ms"), g.get("tps"), g.get("count"))
+        if "health" in g:
+            _group_health(exp, g["group"], g["health"])
         exp.add(
             "mqadmin_progress_read_timestamp_seconds",
             "When mqadmin read these figures",
@@ -176,3 +192,7 @@ def _group_totals(
         exp.add("mqadmin_group_consume_tps", "The group's consume rate as the brokers report it", labels, tps)
     if online is not None:  # clients not read (--no-clients): no series, not an offline group
         exp.add("mqadmin_group_online_clients", "The group's clients online now", labels, online)
+
+
+def _group_health(exp: Exposition, group: str, health: Mapping[str, Any]) -> None:
+    exp.add("mqadmin_group_health_status", HEALTH_HELP, {"group": group}, HEALTH_VALUES[health["status"]])

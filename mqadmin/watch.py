@@ -4,6 +4,9 @@ On a terminal the screen is redrawn with the same table layouts as a single run 
 80-column terminal still shows every key column), plus the change since the last refresh; piped,
 each refresh is one JSON document on one line (JSON lines) for a script to follow; with
 ``--output-file`` the file is replaced atomically on every refresh (a textfile exporter).
+
+Each refresh is a new measurement: the context's clock is read again before the command runs,
+so a lag time (now minus the oldest unconsumed message's store time) grows while a group stalls.
 """
 
 from __future__ import annotations
@@ -11,22 +14,34 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mqadmin.output import Env, Result, render, write_result
+from mqadmin.output import Result, render, write_result
+
+if TYPE_CHECKING:
+    from mqadmin.context import Context
 
 CLEAR = "\x1b[H\x1b[2J"
 
 
-def watch_loop(run_once: Callable[[], Result], interval: float, fmt: str, env: Env, output_file: str | None) -> None:
+def watch_loop(
+    ctx: Context,
+    run_once: Callable[[Context], Result],
+    interval: float,
+    fmt: str,
+    output_file: str | None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Refresh until KeyboardInterrupt, which the caller turns into a quiet exit 130."""
+    env = ctx.env
+    ctx.watching = True
     previous: Any = None
     while True:
         started = time.monotonic()
-        result = run_once()
+        read_at_ms = ctx.tick()
+        result = run_once(ctx)
         if previous is not None and hasattr(result, "note_previous"):
             result.note_previous(previous)
-        read_at_ms = int(time.time() * 1000)
         if output_file:
             write_result(result, fmt, env, output_file)
         elif env.stdout_tty and fmt == "table":
@@ -38,4 +53,4 @@ def watch_loop(run_once: Callable[[], Result], interval: float, fmt: str, env: E
             env.stdout.write(json.dumps({"read_at_ms": read_at_ms, **result.to_json()}, ensure_ascii=False) + "\n")
         env.stdout.flush()
         previous = result
-        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        sleep(max(0.0, interval - (time.monotonic() - started)))

@@ -26,6 +26,9 @@ from mqadmin.protocol.codes import RequestCode
 from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
 
+#: ``kind`` -> the consume type its heartbeat declares ("pop": a POP consumer, which only heartbeats here)
+CONSUME_TYPES = {"push": "CONSUME_PASSIVELY", "pull": "CONSUME_ACTIVELY", "pop": "CONSUME_POP"}
+
 
 class ScriptedConsumer:
     def __init__(
@@ -69,7 +72,7 @@ class ScriptedConsumer:
             "consumerDataSet": [
                 {
                     "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                    "consumeType": "CONSUME_PASSIVELY" if self.kind == "push" else "CONSUME_ACTIVELY",
+                    "consumeType": CONSUME_TYPES[self.kind],
                     "groupName": self.group,
                     "messageModel": "CLUSTERING",
                     "subscriptionDataSet": [

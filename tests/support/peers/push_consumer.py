@@ -68,6 +68,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=0,
         help="answer RECONSUME_LATER for the first N deliveries of each message (send-back path)",
     )
+    p.add_argument(
+        "--block-after",
+        type=int,
+        default=None,
+        help="after N deliveries the listener blocks until the peer is stopped (a stuck listener)",
+    )
     p.add_argument("--thread-count", type=int, default=None)
     p.add_argument("--batch-max-size", type=int, default=None, help="messages per listener call (default 1)")
     p.add_argument("--instance-name", default=None)
@@ -138,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_messages is not None and n >= args.max_messages:
             reason.append("max-messages")
             stop.set()
+        if args.block_after is not None and n > args.block_after:
+            emit("blocked", n=n, topic=msg.topic, queue_id=msg.queue_id, queue_offset=msg.queue_offset)
+            stop.wait()  # stuck in the listener: the client cannot commit past this message
         return status
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -1,0 +1,404 @@
+"""Lag health from a window of samples, as Burrow evaluates Kafka consumers, from a cron line.
+
+Each run of ``consumerProgress --health`` adds one sample per queue (when, the consumer offset,
+the max offset, the lag time) to a small state file, and evaluates the last N samples: no lag
+threshold to tune. The evaluation is pure functions over samples (``evaluate_queue``,
+``evaluate_group``); the state file (``StateFile``) is beside them: one per address under
+``$MQADMIN_HOME/state/``, locked against a second run at the same moment, written atomically,
+bounded to N samples and T minutes per queue.
+
+Rules per queue, first match wins (Burrow's, with RocketMQ's signals; where ours differ, why):
+
+* ERR: the queue's figures could not be read (its broker did not answer).
+* REWIND: the consumer offset went back within the window and is still below where it was
+  (a reset, or a client committing old offsets). Burrow checks this too.
+* OK: the lag was 0 at some sample of the window (caught up: a group with no traffic is OK, not
+  stopped). Burrow's rule 1.
+* collecting: fewer than N samples yet; said, not guessed (status OK).
+* STOP: messages wait, no client of the group is online, and the offset has not moved for longer
+  than it moved before within the window (Burrow: the last commit is older than the window's
+  span). RocketMQ tells us whether a client is online (heartbeats), which Kafka's offsets topic does
+  not, and its clients commit every 5 s whether or not the offset moved, so a commit time says
+  nothing: movement and presence do.
+* STALL: messages wait, clients are online (or were not read), and the offset has not moved over
+  the whole window. Burrow's rule 2.
+* WARN: the offset moves but the lag grows at every sample (falling behind), or the lag time is
+  above the soft limit. Burrow warns when the lag merely does not shrink; a busy group at a steady
+  lag keeps up, so here it must grow. The lag time (age of the oldest unconsumed message) is ours.
+* OK otherwise.
+
+A group's status is its worst queue's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mqadmin import errors
+from mqadmin.fastjson import collector_paused
+from mqadmin.safety import atomic_write
+from mqadmin.timeparse import format_duration
+
+STATE_FORMAT = "mqadmin-health-state/1"
+CAUGHT_UP = "caught up"
+#: how long a run waits for another run holding the same state file before it gives up
+LOCK_WAIT_S = 30.0
+
+
+class Status(enum.IntEnum):
+    """The statuses in rising severity; the values are the Prometheus gauge's."""
+
+    OK = 0
+    WARN = 1
+    STALL = 2
+    STOP = 3
+    REWIND = 4
+    ERR = 5
+
+
+def parse_level(text: str) -> Status:
+    try:
+        return Status[text.strip().upper()]
+    except KeyError:
+        levels = ", ".join(s.name for s in Status)
+        raise errors.UsageError(f"--fail-on must be one of {levels}, not {text!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One queue at one moment."""
+
+    at_ms: int
+    consumer: int
+    broker: int
+    #: age of the oldest unconsumed message (None: could not be read)
+    lag_ms: int | None = None
+
+    @property
+    def diff(self) -> int:
+        d = self.broker - self.consumer
+        return d if d > 0 else 0
+
+    def to_row(self) -> list[int | None]:
+        return [self.at_ms, self.consumer, self.broker, self.lag_ms]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Sample:
+        return cls(int(row[0]), int(row[1]), int(row[2]), None if row[3] is None else int(row[3]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at_ms": self.at_ms,
+            "consumer_offset": self.consumer,
+            "broker_offset": self.broker,
+            "diff": self.diff,
+            "lag_time_ms": self.lag_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The window (N samples, none older than T) and the soft lag-time limit."""
+
+    samples: int = 5
+    max_age_ms: int = 60 * 60_000
+    warn_lag_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    status: Status
+    #: the sentence, or (with ``facts``) a key of REASONS: 10,000 groups a run are evaluated and
+    #: few of their sentences are ever shown, so they are made when asked for
+    why: str
+    facts: tuple[int, ...] = ()
+    #: (samples so far, samples needed) while the window is still filling
+    collecting: tuple[int, int] | None = None
+
+    @property
+    def reason(self) -> str:
+        return REASONS[self.why](*self.facts) if self.facts else self.why
+
+
+def _stall(offset: int, span: int, waiting: int, online: int) -> str:
+    who = "clients not read" if online < 0 else f"{online} client(s) online"
+    return f"offset {offset} unmoved for {format_duration(span)}, {waiting} waiting ({who})"
+
+
+#: each evaluated status's sentence, from the facts the rule saw (offsets, counts, milliseconds)
+REASONS: dict[str, Callable[..., str]] = {
+    "rewind": lambda high, cur: f"consumer offset went back from {high} to {cur} ({high - cur} messages again)",
+    "caught_up_ago": lambda ago: f"caught up {format_duration(ago)} ago",
+    "collecting": lambda have, need: f"collecting ({have} of {need} samples)",
+    "stop": lambda offset, idle, waiting: (
+        f"offset {offset} unmoved for {format_duration(idle)}, {waiting} waiting, no client online"
+    ),
+    "stall": _stall,
+    "falling": lambda first, last, span: (
+        f"falling behind: lag grew at every sample, {first} -> {last} over {format_duration(span)}"
+    ),
+    "lag_time": lambda lag, limit: f"lag time {format_duration(lag)} above --warn-lag-time {format_duration(limit)}",
+    "consuming": lambda moved, span, first, last: (
+        f"consuming: +{moved} in {format_duration(span)}, {first} -> {last} behind"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Clients:
+    """What the broker says about the group's clients now: ``online`` None when not read."""
+
+    online: int | None = None
+
+
+def evaluate_queue(window: Sequence[Sample], rules: Rules, clients: Clients) -> Verdict:
+    """One queue's status over its window (oldest first, the current sample last). Written for
+    10,000 groups a run: each sample is looked at a few times, and no sentence is made here."""
+    if not window:
+        return Verdict(Status.ERR, "no figures could be read")
+    cur, first = window[-1], window[0]
+    consumers = [s.consumer for s in window]
+    highest = max(consumers)
+    if cur.consumer < highest:
+        return Verdict(Status.REWIND, "rewind", (highest, cur.consumer))
+    if cur.broker <= cur.consumer:
+        return _CAUGHT_UP
+    diffs = [s.broker - s.consumer for s in window]
+    if min(diffs) <= 0:
+        last_zero = max(s.at_ms for s, d in zip(window, diffs, strict=True) if d <= 0)
+        return Verdict(Status.OK, "caught_up_ago", (cur.at_ms - last_zero,))
+    if len(window) < rules.samples:
+        have = (len(window), rules.samples)
+        return Verdict(Status.OK, "collecting", have, collecting=have)
+    span = cur.at_ms - first.at_ms
+    moved_at = window[consumers.index(cur.consumer)].at_ms
+    idle, active = cur.at_ms - moved_at, moved_at - first.at_ms
+    if clients.online == 0 and idle > active:
+        return Verdict(Status.STOP, "stop", (cur.consumer, idle, diffs[-1]))
+    if cur.consumer == first.consumer:
+        online = -1 if clients.online is None else clients.online
+        return Verdict(Status.STALL, "stall", (cur.consumer, span, diffs[-1], online))
+    if all(b > a for a, b in zip(diffs, diffs[1:], strict=False)):
+        return Verdict(Status.WARN, "falling", (diffs[0], diffs[-1], span))
+    if rules.warn_lag_ms is not None and cur.lag_ms is not None and cur.lag_ms > rules.warn_lag_ms:
+        return Verdict(Status.WARN, "lag_time", (cur.lag_ms, rules.warn_lag_ms))
+    return Verdict(Status.OK, "consuming", (cur.consumer - first.consumer, span, diffs[0], diffs[-1]))
+
+
+_CAUGHT_UP = Verdict(Status.OK, CAUGHT_UP)
+
+
+def evaluate_group(verdicts: Mapping[str, Verdict]) -> Verdict:
+    """The worst queue's status, its reason named by queue, and how many queues share it."""
+    first = worst_queue(verdicts)
+    if first is None:
+        return Verdict(Status.OK, "no queues")
+    worst = verdicts[first]
+    if worst.status == Status.OK and worst.collecting:
+        return worst
+    if worst.status == Status.OK:
+        if all(v.why == CAUGHT_UP for v in verdicts.values()):
+            return Verdict(Status.OK, CAUGHT_UP)
+        return Verdict(Status.OK, f"{len(verdicts)} queue(s) OK")
+    named = sum(1 for v in verdicts.values() if v.status == worst.status)
+    more = f" (and {named - 1} more of {len(verdicts)} queues)" if named > 1 else ""
+    where = first.split(" ", 1)[1]  # the queue, without the group the reason is about
+    return Verdict(worst.status, f"{where}: {worst.reason}{more}")
+
+
+def worst_queue(verdicts: Mapping[str, Verdict]) -> str | None:
+    """The key of the queue a group's status comes from: the worst status (a collecting OK above
+    a settled one), the first by name among equals."""
+    if not verdicts:
+        return None
+    return min(verdicts, key=lambda k: (-verdicts[k].status, verdicts[k].collecting is None, k))
+
+
+def fails(status: Status, fail_on: Status) -> bool:
+    return status != Status.OK and status >= fail_on
+
+
+def state_path(home: str | os.PathLike[str], address: str) -> Path:
+    """One state file per address: a readable slug plus a hash, so two addresses never share one."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", address)[-60:].strip("_.") or "default"
+    digest = hashlib.sha256(address.encode()).hexdigest()[:10]
+    return Path(home) / "state" / f"health-{slug}-{digest}.json"
+
+
+@dataclass
+class Windows:
+    """Every queue's samples, keyed by a queue name (``group topic broker qid``). The state file's
+    rows (flat: ``at_ms, consumer, broker, lag_ms`` per sample) become samples only for the
+    queues a run adds to; the others are written back as they were read."""
+
+    rules: Rules
+    queues: dict[str, list[Sample]] = field(default_factory=dict)
+    raw: dict[str, list[int | None]] = field(default_factory=dict)
+
+    def add(self, key: str, sample: Sample) -> list[Sample]:
+        """Append (a sample at the same instant as the last replaces it) and trim to the window."""
+        window = self.queues.get(key)
+        if window is None:
+            flat = self.raw.pop(key, None) or []
+            window = [Sample.from_row(flat[i : i + 4]) for i in range(0, len(flat) - 3, 4)]
+        if window and window[-1].at_ms >= sample.at_ms:
+            window.pop()
+        window.append(sample)
+        oldest = sample.at_ms - self.rules.max_age_ms
+        keep = window[-self.rules.samples :]
+        if keep[0].at_ms < oldest:
+            keep = [s for s in keep if s.at_ms >= oldest]
+        self.queues[key] = keep
+        return keep
+
+    def prune(self, now_ms: int) -> None:
+        """Queues not seen for longer than the window (a deleted group) leave the state."""
+        oldest = now_ms - self.rules.max_age_ms
+        for key in [k for k, w in self.queues.items() if not w or w[-1].at_ms < oldest]:
+            del self.queues[key]
+        for key in [k for k, flat in self.raw.items() if len(flat) < 4 or (flat[-4] or 0) < oldest]:
+            del self.raw[key]
+
+    def to_json(self) -> dict[str, Any]:
+        rows = dict(self.raw)
+        rows.update((k, [x for s in w for x in s.to_row()]) for k, w in self.queues.items())
+        return {"format": STATE_FORMAT, "queues": rows}
+
+    @classmethod
+    def from_json(cls, doc: Any, rules: Rules) -> Windows:
+        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("queues"), dict):
+            raise ValueError("not a health state file")
+        return cls(rules, raw=doc["queues"])
+
+
+def queue_key(group: str, topic: str, broker: str, queue_id: int, client: str | None = None) -> str:
+    """``group [client] topic broker qid``: names never hold spaces (the broker's name rule)."""
+    return " ".join([group, *([client] if client else []), topic, broker, str(queue_id)])
+
+
+class StateFile:
+    """The samples of earlier runs against one address: read under an exclusive lock, written
+    back atomically (temp + rename) before the lock is released, so two cron runs at once take
+    turns instead of losing each other's samples or leaving half a file."""
+
+    def __init__(self, path: Path, rules: Rules, warn: Any = None) -> None:
+        self.path = path
+        self.rules = rules
+        self._warn = warn
+
+    @contextlib.contextmanager
+    def open(self, now_ms: int) -> Iterator[Windows]:
+        """The windows to add this run's samples to; saved when the block ends without error."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            _lock(fd, lock_path)
+            with collector_paused():  # many small acyclic lists: the cyclic collector only costs time
+                windows = self._load()
+                yield windows
+                windows.prune(now_ms)
+                atomic_write(self.path, orjson.dumps(windows.to_json()))
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _load(self) -> Windows:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return Windows(self.rules)
+        try:
+            return Windows.from_json(orjson.loads(data), self.rules)
+        except (ValueError, KeyError, TypeError, IndexError):
+            if self._warn is not None:
+                self._warn(f"health state {self.path} could not be read; starting a new window")
+            return Windows(self.rules)
+
+
+def _lock(fd: int, path: Path) -> None:
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if time.monotonic() > deadline:
+                raise errors.MqadminError(
+                    f"health state {path} is held by another run for over {LOCK_WAIT_S:.0f} s; try again later"
+                ) from None
+            time.sleep(0.05)
+
+
+def samples_json(window: Iterable[Sample]) -> list[dict[str, Any]]:
+    return [s.to_json() for s in window]
+
+
+@dataclass
+class QueueHealth:
+    verdict: Verdict
+    window: list[Sample]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**verdict_json(self.verdict), "samples": samples_json(self.window)}
+
+
+@dataclass
+class GroupHealth:
+    """A group's status and each of its queues' (keyed by ``queue_key``)."""
+
+    verdict: Verdict
+    queues: dict[str, QueueHealth] = field(default_factory=dict)
+
+
+def verdict_json(v: Verdict) -> dict[str, Any]:
+    return {"status": v.status.name, "reason": v.reason, "collecting": v.collecting is not None}
+
+
+def status_cell(v: Verdict) -> str:
+    """The table's Status: the status, or how far the window is ("3/5") while collecting."""
+    if v.collecting:
+        return f"collecting {v.collecting[0]}/{v.collecting[1]}"
+    return v.status.name
+
+
+class MemoryState:
+    """--watch: the samples live as long as the run, and no other run shares them."""
+
+    def __init__(self, rules: Rules) -> None:
+        self.windows = Windows(rules)
+
+    @contextlib.contextmanager
+    def open(self, now_ms: int) -> Iterator[Windows]:
+        yield self.windows
+        self.windows.prune(now_ms)
+
+
+def assess(
+    windows: Windows, rules: Rules, samples: Iterable[tuple[str, Sample]], clients: Clients, error: str | None = None
+) -> GroupHealth:
+    """A group's health: each queue's sample added to its window and evaluated; ``error``: the
+    group's figures are incomplete (a broker did not answer), which makes it ERR whatever its
+    queues say."""
+    queues: dict[str, QueueHealth] = {}
+    for key, sample in samples:
+        window = windows.add(key, sample)
+        queues[key] = QueueHealth(evaluate_queue(window, rules, clients), window)
+    verdict = evaluate_group({k: q.verdict for k, q in queues.items()})
+    if error is not None:
+        verdict = Verdict(Status.ERR, error)
+    return GroupHealth(verdict, queues)

@@ -1,0 +1,186 @@
+"""The health rules over hand-made windows, and the state file: bounded, atomic, locked."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from mqadmin import errors, health
+from mqadmin.health import Clients, Rules, Sample, StateFile, Status, Windows, evaluate_group, evaluate_queue
+
+MIN = 60_000
+RULES = Rules(samples=5, max_age_ms=30 * MIN)
+
+
+def window(*points: tuple[int, int]) -> list[Sample]:
+    """Samples a minute apart from (consumer offset, max offset) pairs."""
+    return [Sample(i * MIN, c, b) for i, (c, b) in enumerate(points)]
+
+
+@pytest.mark.parametrize(
+    ("points", "online", "status", "words"),
+    [
+        ([(10, 20), (20, 30), (30, 40), (40, 50), (50, 60)], 1, Status.OK, "consuming: +40"),
+        (
+            [(10, 20), (20, 35), (30, 50), (40, 65), (50, 80)],
+            1,
+            Status.WARN,
+            "falling behind: lag grew at every sample, 10 -> 30",
+        ),
+        # grows, then shrinks once: not WARN (Burrow warns when it merely does not shrink)
+        ([(10, 20), (20, 35), (30, 50), (45, 55), (50, 80)], 1, Status.OK, "consuming"),
+        (
+            [(10, 20), (10, 30), (10, 40), (10, 50), (10, 60)],
+            2,
+            Status.STALL,
+            "offset 10 unmoved for 4m00s, 50 waiting (2 client(s) online)",
+        ),
+        ([(10, 20), (10, 30), (10, 40), (10, 50), (10, 60)], None, Status.STALL, "(clients not read)"),
+        (
+            [(10, 20), (10, 30), (10, 40), (10, 50), (10, 60)],
+            0,
+            Status.STOP,
+            "offset 10 unmoved for 4m00s, 50 waiting, no client online",
+        ),
+        # stopped a minute ago after moving for three: not yet STOP, not STALL either
+        ([(10, 20), (20, 30), (30, 40), (40, 50), (40, 60)], 0, Status.OK, "consuming"),
+        ([(10, 20), (30, 35), (30, 40), (30, 50), (30, 60)], 0, Status.STOP, "unmoved for 3m00s"),
+        (
+            [(10, 20), (20, 30), (30, 40), (40, 50), (15, 60)],
+            1,
+            Status.REWIND,
+            "went back from 40 to 15 (25 messages again)",
+        ),
+        # back to where it was before the rewind: recovered, the usual rules apply
+        ([(10, 20), (5, 30), (10, 40), (20, 50), (30, 60)], 1, Status.OK, "consuming"),
+        # a rewind is a fact with two samples, not something to collect for
+        ([(40, 50), (15, 60)], 1, Status.REWIND, "went back"),
+        # no traffic, caught up, nobody online: OK, not STOP
+        ([(60, 60), (60, 60), (60, 60), (60, 60), (60, 60)], 0, Status.OK, "caught up"),
+        # caught up within the window, one new message now: OK
+        ([(60, 60), (60, 60), (60, 60), (60, 60), (60, 61)], 0, Status.OK, "caught up 1m00s ago"),
+        ([(10, 20)], 0, Status.OK, "collecting (1 of 5 samples)"),
+        ([(10, 20), (10, 30), (10, 40), (10, 50)], 0, Status.OK, "collecting (4 of 5 samples)"),
+    ],
+)
+def test_queue_rules(points: list[tuple[int, int]], online: int | None, status: Status, words: str) -> None:
+    verdict = evaluate_queue(window(*points), RULES, Clients(online))
+    assert verdict.status == status, verdict
+    assert words in verdict.reason, verdict
+
+
+def test_lag_time_above_the_soft_limit_warns() -> None:
+    w = [Sample(i * MIN, 10 * i, 10 * i + 5, 10 * MIN) for i in range(5)]
+    assert evaluate_queue(w, RULES, Clients(1)).status == Status.OK
+    verdict = evaluate_queue(w, Rules(5, 30 * MIN, warn_lag_ms=5 * MIN), Clients(1))
+    assert (verdict.status, verdict.reason) == (Status.WARN, "lag time 10m00s above --warn-lag-time 5m00s")
+
+
+def test_group_takes_its_worst_queue_and_counts_the_others() -> None:
+    stall = evaluate_queue(window(*[(10, 20)] * 5), RULES, Clients(1))
+    ok = evaluate_queue(window(*[(20, 20)] * 5), RULES, Clients(1))
+    group = evaluate_group({"g T b 0": ok, "g T b 1": stall, "g T b 2": stall})
+    assert group.status == Status.STALL
+    assert group.reason == f"T b 1: {stall.reason} (and 1 more of 3 queues)"
+    collecting = evaluate_queue(window((10, 20)), RULES, Clients(1))
+    assert evaluate_group({"a": ok, "b": collecting}) == collecting
+    assert evaluate_group({"a": ok}).reason == "caught up"
+    consuming = evaluate_queue(window(*[(10 * i, 10 * i + 5) for i in range(5)]), RULES, Clients(1))
+    assert evaluate_group({"a": ok, "b": consuming}).reason == "2 queue(s) OK"
+
+
+def test_levels_and_fail_on() -> None:
+    assert [s.value for s in Status] == list(range(6))
+    assert health.parse_level("stall") == Status.STALL
+    with pytest.raises(errors.UsageError, match="--fail-on must be one of OK, WARN, STALL, STOP, REWIND, ERR"):
+        health.parse_level("BAD")
+    assert health.fails(Status.STOP, Status.STALL) and not health.fails(Status.WARN, Status.STALL)
+    assert not health.fails(Status.OK, Status.OK)
+
+
+def test_windows_are_bounded_by_count_and_age() -> None:
+    w = Windows(Rules(samples=3, max_age_ms=10 * MIN))
+    for i in range(6):
+        kept = w.add("k", Sample(i * MIN, i, 10))
+    assert [s.at_ms for s in kept] == [3 * MIN, 4 * MIN, 5 * MIN]
+    kept = w.add("k", Sample(20 * MIN, 9, 10))
+    assert [s.at_ms for s in kept] == [20 * MIN], "samples older than the max age leave the window"
+    kept = w.add("k", Sample(20 * MIN, 10, 10))
+    assert kept == [Sample(20 * MIN, 10, 10)], "a second sample at the same instant replaces the first"
+    w.add("gone", Sample(0, 1, 1))
+    w.prune(20 * MIN)
+    assert list(w.queues) == ["k"], "a queue not seen for longer than the max age leaves the state"
+
+
+def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Path) -> None:
+    path = health.state_path(tmp_path, "127.0.0.1:9876")
+    assert path.parent == tmp_path / "state" and path.name.startswith("health-127.0.0.1_9876-")
+    assert health.state_path(tmp_path, "127.0.0.1_9876") != path
+    state = StateFile(path, RULES)
+    with state.open(0) as w:
+        w.add("k", Sample(0, 1, 2, None))
+    with state.open(MIN) as w:
+        assert w.add("k", Sample(MIN, 2, 3, 5)) == [Sample(0, 1, 2, None), Sample(MIN, 2, 3, 5)]
+    assert json.loads(path.read_text())["queues"] == {"k": [0, 1, 2, None, MIN, 2, 3, 5]}
+    with pytest.raises(RuntimeError), state.open(2 * MIN) as w:
+        w.add("k", Sample(2 * MIN, 3, 4))
+        raise RuntimeError("a run that fails keeps the state as it was")
+    assert len(json.loads(path.read_text())["queues"]["k"]) == 2 * 4
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    path.write_text("{half a fi")
+    warned: list[str] = []
+    with StateFile(path, RULES, warned.append).open(3 * MIN) as w:
+        assert w.add("k", Sample(3 * MIN, 4, 5)) == [Sample(3 * MIN, 4, 5)]
+    assert warned == [f"health state {path} could not be read; starting a new window"]
+
+
+def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
+    state = StateFile(tmp_path / "s.json", RULES)
+    with state.open(0) as w:
+        w.add("g1 T b 0", Sample(0, 1, 2, 3))
+    with state.open(MIN) as w:
+        w.add("g2 T b 0", Sample(MIN, 5, 6, None))
+    assert json.loads(state.path.read_text())["queues"] == {"g1 T b 0": [0, 1, 2, 3], "g2 T b 0": [MIN, 5, 6, None]}
+    with state.open(32 * MIN) as w:
+        w.add("g2 T b 0", Sample(32 * MIN, 7, 8, None))
+    assert json.loads(state.path.read_text())["queues"] == {"g2 T b 0": [32 * MIN, 7, 8, None]}
+
+
+def _add_many(path: str, key: str, count: int) -> None:
+    state = StateFile(Path(path), Rules(samples=1000, max_age_ms=10**12))
+    for i in range(count):
+        with state.open(i) as w:
+            w.add(key, Sample(i, i, i))
+
+
+def test_two_runs_at_once_take_turns(tmp_path: Path) -> None:
+    """Two processes adding samples as fast as they can: with the lock neither loses the other's."""
+    path = tmp_path / "state" / "s.json"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_add_many, args=(str(path), key, 60)) for key in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    queues = json.loads(path.read_text())["queues"]
+    assert {k: len(v) // 4 for k, v in queues.items()} == {"a": 60, "b": 60}
+
+
+def test_a_run_holding_the_lock_too_long_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    path = tmp_path / "state" / "s.json"
+    path.parent.mkdir(parents=True)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    monkeypatch.setattr(health, "LOCK_WAIT_S", 0.2)
+    try:
+        with pytest.raises(errors.MqadminError, match="is held by another run"), StateFile(path, RULES).open(0):
+            pass
+    finally:
+        os.close(fd)
