@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.commands import _reset as flow
 from mqadmin.commands._common import fan_out
 from mqadmin.commands._plan import ACKED, APPLIED, UNCHANGED, UNKNOWN, PlanRow, ResetResult, applied
+from mqadmin.commands._reset_path import broker_path, check_reset_path, durability_line
 
 from mqadmin import errors
 from mqadmin.model import BrokerInfo, MessageQueue
@@ -78,6 +79,7 @@ class BrokerOffsets:
         backup) when a planned broker cannot take the write; warn about pull consumers."""
         require_masters(ctx.admin(), [q for q in result.queues if q.changes])
         online = self._online = _online(ctx.admin(), result.group)
+        check_reset_path(ctx, result, online, explicit=self.explicit, reset_ts=self.reset_ts)
         if online is not None and online.consume_type == PULL:
             ctx.env.warn(
                 f"group {result.group} has pull consumers online ({_ids(online)}): such clients (e.g. "
@@ -132,15 +134,13 @@ class BrokerOffsets:
 
         fan_out(apply, sorted(by_broker.items()))
         if not self.admin.address.startswith("mock"):
-            result.durability = (
-                "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
-                "(5 s by default) after the apply; a broker crash before then loses this change"
-            )
+            result.durability = durability_line(self.infos, result.method)
 
     def _apply_broker(self, group: str, broker: str, rows: list[PlanRow]) -> tuple[str, dict[MessageQueue, int] | None]:
         """Apply one broker's rows (of one or more topics): how, and a pushed reset's table."""
         admin, info, reset_ts = self.admin, self.infos.get(broker), self.reset_ts
-        if info is not None and info.server_side_reset:
+        path = broker_path(info, self._online)
+        if info is not None and path == "broker":
             for q in rows:
                 admin.reset_offset_by_time(
                     q.topic,
@@ -153,7 +153,7 @@ class BrokerOffsets:
                 )
                 self.acked.add(q.mq_key)
             return f"broker-side reset (server-side, broker {info.version})", None
-        if not self.explicit and reset_ts is not None:
+        if path == "push" and not self.explicit and reset_ts is not None:
             try:
                 cpp = self.cplus if self.cplus is not None else _cpp_consumer_online(admin, group)
                 table: dict[MessageQueue, int] = {}
@@ -171,7 +171,7 @@ class BrokerOffsets:
                     raise
                 how = "direct offset update (the group had no offset on some queues of this broker)"
         else:
-            how = "direct offset update"
+            how = "direct offset update" + (" (stored at once by configManagerVersion=v2)" if path == "direct" else "")
         for q in rows:
             admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
             self.acked.add(q.mq_key)

@@ -13,6 +13,7 @@ from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
 
 from mqadmin import errors
 from mqadmin.context import Context
+from mqadmin.protocol.versions import checks_group_on_commit
 from mqadmin.registry import Opt, SubCommand, register
 
 WHILE_ONLINE = "--while-online"
@@ -141,8 +142,10 @@ def _require_subscription(admin: Any, group: str) -> None:
     """5.2+ brokers reset offsets themselves, which needs the group's subscription group (a
     group's first consumer start creates it; 5.3+ refuse plain offset commits without it too):
     say so before anything is written."""
-    strict = sorted(b.broker_name for b in admin.cluster_brokers() if b.server_side_reset)
-    if strict and group not in admin.list_groups():
+    strict = sorted(
+        b.broker_name for b in admin.cluster_brokers() if b.server_side_reset or checks_group_on_commit(b.version)
+    )
+    if strict and group not in admin.list_groups(subscribed=True):
         raise errors.UsageError(
             f"group {group!r} does not exist on {', '.join(strict)} (5.2+ brokers refuse offsets for a group "
             "without a subscription group): create it first (the Java tool's updateSubGroup), or start "

@@ -156,7 +156,7 @@ def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) 
         try:
             current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
         except errors.UsageError:
-            if backup.group not in admin.list_groups():
+            if backup.group not in {*admin.list_groups(), *admin.list_groups(subscribed=True)}:
                 raise errors.UsageError(
                     f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
                     f"{topic} and no subscription; nothing was changed"
