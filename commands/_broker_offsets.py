@@ -45,8 +45,10 @@ class BrokerOffsets:
         explicit: bool = True,
         cplus: bool | None = None,
         no_wait: bool = False,
+        partial: bool = False,
     ) -> None:
         self.reset_ts, self.force, self.explicit, self.cplus, self.no_wait = reset_ts, force, explicit, cplus, no_wait
+        self.partial = partial
         self._reader: Admin | None = None
         self._writer: Admin | None = None
         self._online: ConsumerConnection | None = None
@@ -79,7 +81,7 @@ class BrokerOffsets:
         backup) when a planned broker cannot take the write; warn about pull consumers."""
         require_masters(ctx.admin(), [q for q in result.queues if q.changes])
         online = self._online = _online(ctx.admin(), result.group)
-        check_reset_path(ctx, result, online, explicit=self.explicit, reset_ts=self.reset_ts)
+        check_reset_path(ctx, result, online, explicit=self.explicit, reset_ts=self.reset_ts, partial=self.partial)
         if online is not None and online.consume_type == PULL:
             ctx.env.warn(
                 f"group {result.group} has pull consumers online ({_ids(online)}): such clients (e.g. "

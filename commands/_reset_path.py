@@ -14,14 +14,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mqadmin.commands._common import vanished_brokers
+
 from mqadmin import errors
 from mqadmin.protocol import versions
+from mqadmin.registry import Opt
 
 if TYPE_CHECKING:
     from mqadmin.commands._plan import ResetResult
 
     from mqadmin.context import Context
     from mqadmin.model import BrokerInfo, ConsumerConnection
+
+PARTIAL = Opt(
+    "partial",
+    ("--partial",),
+    "Apply although a broker this cluster routed recently is missing from its route now (it is then left as "
+    "it was; mqadmin extension)",
+    kind=bool,
+    default=False,
+)
 
 #: the consume type of pull consumers, which keep their offsets themselves (warned about elsewhere)
 PULL = "CONSUME_ACTIVELY"
@@ -43,6 +55,7 @@ def check_reset_path(
     *,
     explicit: bool,
     reset_ts: int | None,
+    partial: bool = False,
 ) -> None:
     """Refuse, before the question and the backup, a plan some planned broker cannot carry: exact
     offsets (restore, a copy, --shift-by, --to-offset, -o, --exact) while push consumers are
@@ -51,7 +64,16 @@ def check_reset_path(
     planned = sorted({q.broker for q in result.queues if q.changes})
     if not planned:
         return
-    infos = {b.broker_name: b for b in ctx.admin().cluster_brokers()}
+    admin = ctx.admin()
+    infos = {b.broker_name: b for b in admin.cluster_brokers()}
+    gone = vanished_brokers(ctx, admin, {n: b.addr for n, b in infos.items()})
+    if gone and not partial:
+        names = ", ".join(v.describe(ctx.now) for v in gone)
+        raise errors.UsageError(
+            f"broker {names} is missing from the route of {admin.address} (crashed, stopped or cut off?): this "
+            f"change would cover only the brokers routed now; pass {PARTIAL.flags[0]} to apply it to them alone; "
+            "nothing was changed"
+        )
     warn_memory_only(ctx, infos, planned, online)
     for name in planned:
         info = infos.get(name)

@@ -10,6 +10,7 @@ from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_w
 from mqadmin.commands._options import BACKUP, DRY_RUN, TOPIC, YES, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -29,6 +30,7 @@ class CloneGroupOffsetParams:
     offline: str | None
     while_online: bool
     no_wait: bool
+    partial: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -92,6 +94,7 @@ class CloneGroupOffsetCommand(SubCommand):
             default=False,
         ),
         NO_WAIT,
+        PARTIAL,
         EXPORT,
         DRY_RUN,
         YES,
@@ -134,7 +137,7 @@ class CloneGroupOffsetCommand(SubCommand):
             action=self.name,
             source_group=src,
         )
-        brokers = BrokerOffsets(no_wait=params.no_wait)
+        brokers = BrokerOffsets(no_wait=params.no_wait, partial=params.partial)
         return run_plan(ctx, result, brokers, backup_path=params.backup, export=params.export)
 
 

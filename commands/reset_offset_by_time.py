@@ -29,6 +29,7 @@ from mqadmin.commands._options import (
 )
 from mqadmin.commands._plan import PlanRow, ResetResult
 from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -70,6 +71,7 @@ class ResetOffsetByTimeParams:
     shift_by: int | None
     to_offset: int | None
     no_wait: bool
+    partial: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -260,6 +262,7 @@ class ResetOffsetByTimeCommand(SubCommand):
             metavar="N",
         ),
         NO_WAIT,
+        PARTIAL,
         EXPORT,
         DRY_RUN,
         YES,
@@ -339,6 +342,7 @@ def _on_brokers(
         explicit=offset_opt is not None or adjusted,
         cplus=True if params.cplus else None,
         no_wait=params.no_wait,
+        partial=params.partial,
     )
     return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
 
@@ -403,7 +407,7 @@ def _kafka(
         line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
         result.notes.append(line)
         ctx.env.warn(line)
-    source = BrokerOffsets(force=force, no_wait=params.no_wait)
+    source = BrokerOffsets(force=force, no_wait=params.no_wait, partial=params.partial)
     return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)
 
 

@@ -19,6 +19,7 @@ from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, TOPIC, WHILE_RUNNING, YES
 from mqadmin.commands._plan import PlanRow, ResetResult
 from mqadmin.commands._reset import NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -58,6 +59,7 @@ class RestoreOffsetParams:
     clamp: bool
     other_cluster: bool
     no_wait: bool
+    partial: bool
     dry_run: bool
     yes: bool
     backup: str | None
@@ -93,6 +95,7 @@ class RestoreOffsetCommand(SubCommand):
         CLAMP,
         OTHER_CLUSTER,
         NO_WAIT,
+        PARTIAL,
         DRY_RUN,
         YES,
         BACKUP,
@@ -134,7 +137,7 @@ class RestoreOffsetCommand(SubCommand):
         _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
         rows = _broker_rows(ctx, admin, backup, params.clamp)
         result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
-        source = BrokerOffsets(no_wait=params.no_wait)
+        source = BrokerOffsets(no_wait=params.no_wait, partial=params.partial)
         return run_plan(ctx, result, source, backup_path=params.backup)
 
 

@@ -9,6 +9,7 @@ from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_w
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, TOPIC, YES, parse_bool, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
@@ -22,6 +23,7 @@ class SkipAccumulatedMessageParams:
     topic: str
     force: str
     no_wait: bool
+    partial: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -61,6 +63,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
             metavar="true|false",
         ),
         NO_WAIT,
+        PARTIAL,
         EXPORT,
         DRY_RUN,
         YES,
@@ -94,5 +97,5 @@ class SkipAccumulatedMessageCommand(SubCommand):
             force=force,
         )
         # -1: the broker's "max offset" (what the Java tool sends); online consumers get it pushed
-        source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=params.no_wait)
+        source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=params.no_wait, partial=params.partial)
         return run_plan(ctx, result, source, backup_path=params.backup, export=params.export)

@@ -124,7 +124,7 @@ class MockAdmin:
             raise errors.TopicNotExist(f"No topic route info in name server for the topic: {topic}")
         return route
 
-    def cluster_brokers(self) -> list[BrokerInfo]:
+    def cluster_brokers(self, *, probe: bool = True) -> list[BrokerInfo]:
         return [
             BrokerInfo(b.name, b.addr, b.cluster, b.version, b.broker_config()) for b in self.cluster.brokers.values()
         ]

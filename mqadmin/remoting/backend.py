@@ -72,15 +72,18 @@ class RemotingAdmin(MessageSession):
 
     # -- cluster ----------------------------------------------------------------------------
 
-    def cluster_brokers(self) -> list[BrokerInfo]:
+    def cluster_brokers(self, *, probe: bool = True) -> list[BrokerInfo]:
         """Every broker set with its version, read from GET_BROKER_RUNTIME_INFO.
 
         A Java broker stamps its version ordinal on every reply header, so even an error reply
         names it (a fresh 4.9.8 broker answers this request with SYSTEM_ERROR for its first
         seconds). A broker that cannot be reached is listed with an empty version, which never
-        counts as a server-side-reset broker, and a warning is logged.
+        counts as a server-side-reset broker, and a warning is logged. Its settings come from
+        GET_BROKER_CONFIG (None when refused). ``probe=False``: the name server's list only.
         """
         brokers = self._all_brokers()
+        if not probe:  # the name server's view only: no version, no settings
+            return [BrokerInfo(b.broker_name, b.select_addr(), b.cluster, "") for b in brokers]
         calls = [
             (self._read_addr(b), RemotingCommand.request(code))
             for b in brokers
@@ -94,8 +97,8 @@ class RemotingAdmin(MessageSession):
             if not version:
                 log.warning("cannot learn the version of broker %s: %s", b.broker_name, self._error_of(addr, runtime))
             config = replies.broker_config(conf) if isinstance(conf, RemotingCommand) else None
-            if config is None:
-                log.warning("cannot read the configuration of broker %s: %s", b.broker_name, self._error_of(addr, conf))
+            if config is None:  # the reset path says so where it matters
+                log.debug("cannot read the configuration of broker %s: %s", b.broker_name, self._error_of(addr, conf))
             out.append(BrokerInfo(b.broker_name, addr, b.cluster, version, config))
         return out
 
