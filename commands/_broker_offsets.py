@@ -20,6 +20,7 @@ from mqadmin.commands._plan import (
     ResetResult,
     applied,
 )
+from mqadmin.commands._reset_path import broker_path, check_reset_path, durability_line
 
 from mqadmin import errors
 from mqadmin.model import BrokerInfo, MessageQueue
@@ -55,8 +56,10 @@ class BrokerOffsets:
         explicit: bool = True,
         cplus: bool | None = None,
         no_wait: bool = False,
+        partial: bool = False,
     ) -> None:
         self.reset_ts, self.force, self.explicit, self.cplus, self.no_wait = reset_ts, force, explicit, cplus, no_wait
+        self.partial = partial
         self._reader: Admin | None = None
         self._writer: Admin | None = None
         self._online: ConsumerConnection | None = None
@@ -99,6 +102,7 @@ class BrokerOffsets:
         result.address = admin.address
         require_masters(admin, [q for q in result.queues if q.changes])
         online = self._online = _online(ctx.admin(), result.group)
+        check_reset_path(ctx, result, online, explicit=self.explicit, reset_ts=self.reset_ts, partial=self.partial)
         if online is not None and online.consume_type == PULL:
             ctx.env.warn(
                 f"group {result.group} has pull consumers online ({_ids(online)}): such clients (e.g. "
@@ -193,15 +197,13 @@ class BrokerOffsets:
 
         flow.daemon_map(apply, sorted(by_broker.items()))
         if not self.admin.address.startswith("mock"):
-            result.durability = (
-                "Durability: the broker writes consumer offsets to disk every flushConsumerOffsetInterval "
-                "(5 s by default) after the apply; a broker crash before then loses this change"
-            )
+            result.durability = durability_line(self.infos, result.method)
 
     def _apply_broker(self, group: str, broker: str, rows: list[PlanRow]) -> tuple[str, dict[MessageQueue, int] | None]:
         """Apply one broker's rows (of one or more topics): how, and a pushed reset's table."""
         admin, info, reset_ts = self.admin, self.infos.get(broker), self.reset_ts
-        if info is not None and info.server_side_reset:
+        path = broker_path(info, self._online)
+        if info is not None and path == "broker":
             for q in rows:
                 self._check_stop()
                 admin.reset_offset_by_time(
@@ -215,7 +217,7 @@ class BrokerOffsets:
                 )
                 self.acked.add(q.mq_key)
             return f"broker-side reset (server-side, broker {info.version})", None
-        if not self.explicit and reset_ts is not None:
+        if path == "push" and not self.explicit and reset_ts is not None:
             try:
                 cpp = self.cplus if self.cplus is not None else _cpp_consumer_online(admin, group)
                 table: dict[MessageQueue, int] = {}
@@ -234,7 +236,7 @@ class BrokerOffsets:
                     raise
                 how = "direct offset update (the group had no offset on some queues of this broker)"
         else:
-            how = "direct offset update"
+            how = "direct offset update" + (" (stored at once by configManagerVersion=v2)" if path == "direct" else "")
         for q in rows:
             self._check_stop()
             admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)

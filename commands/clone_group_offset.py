@@ -10,9 +10,11 @@ from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_w
 from mqadmin.commands._options import BACKUP, DRY_RUN, REASON, TOPIC, YES, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
 from mqadmin.context import Context
+from mqadmin.protocol.versions import checks_group_on_commit
 from mqadmin.registry import Opt, SubCommand, register
 
 WHILE_ONLINE = "--while-online"
@@ -29,6 +31,7 @@ class CloneGroupOffsetParams:
     while_online: bool
     no_wait: bool
     force_stale: bool
+    partial: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -93,6 +96,7 @@ class CloneGroupOffsetCommand(SubCommand):
         ),
         NO_WAIT,
         FORCE_STALE,
+        PARTIAL,
         EXPORT,
         DRY_RUN,
         YES,
@@ -136,7 +140,7 @@ class CloneGroupOffsetCommand(SubCommand):
             action=self.name,
             source_group=src,
         )
-        brokers = BrokerOffsets(no_wait=params.no_wait)
+        brokers = BrokerOffsets(no_wait=params.no_wait, partial=params.partial)
         return run_plan(
             ctx, result, brokers, backup_path=params.backup, export=params.export, force_stale=params.force_stale
         )
@@ -146,8 +150,10 @@ def _require_subscription(admin: Any, group: str) -> None:
     """5.2+ brokers reset offsets themselves, which needs the group's subscription group (a
     group's first consumer start creates it; 5.3+ refuse plain offset commits without it too):
     say so before anything is written."""
-    strict = sorted(b.broker_name for b in admin.cluster_brokers() if b.server_side_reset)
-    if strict and group not in admin.list_groups():
+    strict = sorted(
+        b.broker_name for b in admin.cluster_brokers() if b.server_side_reset or checks_group_on_commit(b.version)
+    )
+    if strict and group not in admin.list_groups(subscribed=True):
         raise errors.UsageError(
             f"group {group!r} does not exist on {', '.join(strict)} (5.2+ brokers refuse offsets for a group "
             "without a subscription group): create it first (the Java tool's updateSubGroup), or start "

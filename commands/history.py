@@ -196,6 +196,7 @@ def _undo(ctx: Context, params: HistoryParams, entry: journal.Entry, found: list
         local_store=entry.record.get("local_store"),
         while_running=False,
         force_stale=params.force_stale,
+        partial=False,
     )
     return RestoreOffsetCommand().execute(ctx, restore)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import missing_brokers_failure, route_of, silent_brokers
+from mqadmin.commands._common import missing_brokers_failure, route_of, silent_brokers, vanished_brokers
 from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
     DRY_RUN,
@@ -197,6 +197,8 @@ class RangeReplayCommand(SubCommand):
             missing: dict[str, str] = {}
         else:
             (plan, missing), engine_name = _plan(admin, params, begin, end), params.engine
+            for gone in vanished_brokers(ctx, admin):  # routed recently, not now: its queues are not in the plan
+                missing.setdefault(gone.name, f"missing from the route: {gone.where(ctx.now)}")
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )

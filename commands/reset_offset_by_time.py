@@ -30,6 +30,7 @@ from mqadmin.commands._options import (
 )
 from mqadmin.commands._plan import PlanRow, ResetResult
 from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -72,6 +73,7 @@ class ResetOffsetByTimeParams:
     to_offset: int | None
     no_wait: bool
     force_stale: bool
+    partial: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -263,6 +265,7 @@ class ResetOffsetByTimeCommand(SubCommand):
         ),
         NO_WAIT,
         FORCE_STALE,
+        PARTIAL,
         EXPORT,
         DRY_RUN,
         YES,
@@ -343,6 +346,7 @@ def _on_brokers(
         explicit=offset_opt is not None or adjusted,
         cplus=True if params.cplus else None,
         no_wait=params.no_wait,
+        partial=params.partial,
     )
     return run_plan(
         ctx, result, source, backup_path=params.backup, export=params.export, force_stale=params.force_stale
@@ -409,7 +413,7 @@ def _kafka(
         line = f"{len(clamped)} queue(s) kept inside their [min, max]: {'; '.join(clamped)}"
         result.notes.append(line)
         ctx.env.warn(line)
-    source = BrokerOffsets(force=force, no_wait=params.no_wait)
+    source = BrokerOffsets(force=force, no_wait=params.no_wait, partial=params.partial)
     return run_plan(
         ctx, result, source, backup_path=params.backup, export=params.export, force_stale=params.force_stale
     )

@@ -20,6 +20,7 @@ from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, REASON, TOPIC, WHILE_RUNNING, YES
 from mqadmin.commands._plan import PlanRow, ResetResult
 from mqadmin.commands._reset import FORCE_STALE, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
 from mqadmin.context import Context
@@ -60,6 +61,7 @@ class RestoreOffsetParams:
     other_cluster: bool
     no_wait: bool
     force_stale: bool
+    partial: bool
     dry_run: bool
     yes: bool
     backup: str | None
@@ -96,6 +98,7 @@ class RestoreOffsetCommand(SubCommand):
         OTHER_CLUSTER,
         NO_WAIT,
         FORCE_STALE,
+        PARTIAL,
         DRY_RUN,
         YES,
         BACKUP,
@@ -138,7 +141,7 @@ class RestoreOffsetCommand(SubCommand):
         _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
         rows = _broker_rows(ctx, admin, backup, params.clamp)
         result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
-        source = BrokerOffsets(no_wait=params.no_wait)
+        source = BrokerOffsets(no_wait=params.no_wait, partial=params.partial)
         return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
 
@@ -160,7 +163,7 @@ def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) 
         try:
             current |= {mq: w.consumer_offset for mq, w in group_offsets(admin, backup.group, topic).items()}
         except errors.UsageError:
-            if backup.group not in admin.list_groups():
+            if backup.group not in {*admin.list_groups(), *admin.list_groups(subscribed=True)}:
                 raise errors.UsageError(
                     f"unknown consumer group {backup.group!r} on {admin.address}: it has no offsets on topic "
                     f"{topic} and no subscription; nothing was changed"

@@ -9,6 +9,7 @@ from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_w
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, REASON, TOPIC, YES, parse_bool, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
+from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
@@ -23,6 +24,7 @@ class SkipAccumulatedMessageParams:
     force: str
     no_wait: bool
     force_stale: bool
+    partial: bool
     export: str | None
     dry_run: bool
     yes: bool
@@ -63,6 +65,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
         ),
         NO_WAIT,
         FORCE_STALE,
+        PARTIAL,
         EXPORT,
         DRY_RUN,
         YES,
@@ -97,7 +100,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
             force=force,
         )
         # -1: the broker's "max offset" (what the Java tool sends); online consumers get it pushed
-        source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=params.no_wait)
+        source = BrokerOffsets(reset_ts=-1, force=force, explicit=False, no_wait=params.no_wait, partial=params.partial)
         return run_plan(
             ctx, result, source, backup_path=params.backup, export=params.export, force_stale=params.force_stale
         )

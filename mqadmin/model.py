@@ -194,8 +194,11 @@ class BrokerInfo:
     addr: str
     cluster: str
     version: str  # e.g. "5.3.3", "4.9.8"
+    #: the broker's own settings (GET_BROKER_CONFIG); None when they could not be read
+    config: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def server_side_reset(self) -> bool:
-        """5.2+ resets offsets on the broker; older brokers push the reset to online clients."""
-        return versions.server_side_reset(self.version)
+        """The broker resets offsets itself (useServerSideResetOffset); otherwise it pushes a
+        time to the online clients. From its settings; the version's default if unknown."""
+        return versions.resets_on_broker(self.version, self.config)

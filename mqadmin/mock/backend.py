@@ -124,13 +124,17 @@ class MockAdmin:
             raise errors.TopicNotExist(f"No topic route info in name server for the topic: {topic}")
         return route
 
-    def cluster_brokers(self) -> list[BrokerInfo]:
-        return [BrokerInfo(b.name, b.addr, b.cluster, b.version) for b in self.cluster.brokers.values()]
+    def cluster_brokers(self, *, probe: bool = True) -> list[BrokerInfo]:
+        return [
+            BrokerInfo(b.name, b.addr, b.cluster, b.version, b.broker_config()) for b in self.cluster.brokers.values()
+        ]
 
     def list_topics(self) -> list[str]:
         return self.cluster.list_topics()
 
-    def list_groups(self) -> list[str]:
+    def list_groups(self, *, subscribed: bool = False) -> list[str]:
+        if subscribed:
+            return sorted({g for b in self.cluster.brokers.values() for g in b.groups})
         return self.cluster.list_groups()
 
     # queue offsets

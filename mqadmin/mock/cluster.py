@@ -57,7 +57,8 @@ class MockCluster:
                 commitlog_file_size=int(meta.get("commitlog_file_size", DEFAULT_COMMITLOG_FILE_SIZE)),
                 cq_file_size=int(meta.get("cq_file_size", DEFAULT_CQ_FILE_SIZE)),
             )
-            broker = MockBroker(str(name), self.cluster_name, store, self.version)
+            settings = {str(k): str(v) for k, v in (meta.get("broker_config") or {}).items()}
+            broker = MockBroker(str(name), self.cluster_name, store, self.version, settings=settings)
             # RocketMQ's default listen port, one block of ports per broker as on a real host
             broker.default_store_host = f"127.0.0.1:{10911 + 100 * len(self.brokers)}"
             self.brokers[str(name)] = broker
@@ -71,8 +72,10 @@ class MockCluster:
         cluster: str = DEFAULT_CLUSTER,
         commitlog_file_size: int = DEFAULT_COMMITLOG_FILE_SIZE,
         cq_file_size: int = DEFAULT_CQ_FILE_SIZE,
+        broker_config: dict[str, str] | None = None,
     ) -> MockCluster:
-        """Make an empty store folder (which must be empty or absent) and open it for writing."""
+        """Make an empty store folder (which must be empty or absent) and open it for writing.
+        ``broker_config``: broker.conf settings every broker runs with (see MockBroker.settings)."""
         if root.exists() and any(root.iterdir()):
             raise UsageError(f"{root} is not empty and not a mock broker store")
         root.mkdir(parents=True, exist_ok=True)
@@ -86,6 +89,8 @@ class MockCluster:
             "commitlog_file_size": commitlog_file_size,
             "cq_file_size": cq_file_size,
         }
+        if broker_config:
+            meta["broker_config"] = dict(broker_config)
         atomic_write(root / CLUSTER_FILE, json.dumps(meta, indent=2) + "\n")
         return MockCluster(root, writable=True)
 

@@ -62,11 +62,21 @@ class PullOutcome:
 class MockBroker:
     """One broker: its topics, queues, groups and offsets, with a real broker's answers."""
 
-    def __init__(self, name: str, cluster: str, store: BrokerStore, version: str, addr: str = ""):
+    def __init__(
+        self,
+        name: str,
+        cluster: str,
+        store: BrokerStore,
+        version: str,
+        addr: str = "",
+        settings: dict[str, str] | None = None,
+    ):
         self.name = name
         self.cluster = cluster
         self.store = store
         self.version = version
+        #: broker.conf entries that change behaviour (e.g. useServerSideResetOffset=false)
+        self.settings = dict(settings or {})
         self.addr = addr or f"mock://{name}"
         self.default_store_host = "127.0.0.1:10911"
         self._v = versions.version_tuple(version)
@@ -87,10 +97,20 @@ class MockBroker:
         self.load()
 
     # ---- behaviour switches ----
+    def broker_config(self) -> dict[str, str]:
+        """What GET_BROKER_CONFIG answers: a few of a real broker's properties, with the
+        reset setting where the version has it (5.1+) and the store's settings over them."""
+        config = {"brokerName": self.name, "brokerClusterName": self.cluster}
+        if self._v >= (5, 1):
+            config[versions.SERVER_SIDE_RESET_KEY] = str(versions.server_side_reset(self._v)).lower()
+            config |= self.settings
+        return config
+
     @property
     def server_side_reset(self) -> bool:
-        """useServerSideResetOffset, on by default from 5.2.0 (common: BrokerConfig.java)."""
-        return versions.server_side_reset(self._v)
+        """useServerSideResetOffset: off in 5.1, on by default from 5.2.0, as set in the store
+        (common: BrokerConfig.java)."""
+        return versions.resets_on_broker(self._v, self.broker_config())
 
     @property
     def lower_boundary_search(self) -> bool:
@@ -174,8 +194,10 @@ class MockBroker:
             }
             self._dirty = True
 
-    def ensure_group(self, group: str) -> None:
-        """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic."""
+    def ensure_group(self, group: str, *, retry_topic: bool = True) -> None:
+        """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic; an
+        explicit updateSubGroup (``retry_topic=False``) creates the group alone, as the broker's
+        updateAndCreateSubscriptionGroup does (broker: AdminBrokerProcessor.java)."""
         problem = names.group_problem(group)
         if problem:
             raise errors.InvalidParameter(problem, self.addr)
@@ -194,7 +216,7 @@ class MockBroker:
                 }
                 self._dirty = True
             retry = RETRY_PREFIX + group
-            if retry not in self.topics:
+            if retry_topic and retry not in self.topics:
                 self.create_topic(retry, 1)
 
     def topic_config(self, topic: str) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from typing import Final
 
 
@@ -170,10 +171,24 @@ def search_boundary_type(version: Version) -> bool:
 
 
 def server_side_reset(version: Version) -> bool:
-    """5.2+: INVOKE_BROKER_TO_RESET_OFFSET resets on the broker, which then serves the new
-    offsets to consumers; older brokers push the reset to online clients and answer
-    CONSUMER_NOT_ONLINE without them (broker: Broker2Client.java, ConsumerOffsetManager.java)."""
+    """The default of ``useServerSideResetOffset`` (off in 5.1, on from 5.2; 4.x and 5.0 lack it):
+    on, INVOKE_BROKER_TO_RESET_OFFSET resets on the broker, which then serves the new offsets to
+    consumers; off, the broker pushes a time to online clients and answers CONSUMER_NOT_ONLINE
+    without them (common: BrokerConfig.java; broker: AdminBrokerProcessor.java, Broker2Client.java)."""
     return _at_least(version, (5, 2))
+
+
+#: the broker setting that decides the reset path (5.1+; common: BrokerConfig.java)
+SERVER_SIDE_RESET_KEY: Final = "useServerSideResetOffset"
+
+
+def resets_on_broker(version: Version, config: Mapping[str, str] | None) -> bool:
+    """Whether a broker resets offsets itself, from its configuration (GET_BROKER_CONFIG) when
+    known: a broker without the setting (4.x, 5.0) never does; the version's default only when
+    the configuration could not be read."""
+    if config is None:
+        return server_side_reset(version)
+    return config.get(SERVER_SIDE_RESET_KEY, "false").strip().lower() == "true"
 
 
 def checks_group_on_commit(version: Version) -> bool:

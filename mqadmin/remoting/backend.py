@@ -72,23 +72,34 @@ class RemotingAdmin(MessageSession):
 
     # -- cluster ----------------------------------------------------------------------------
 
-    def cluster_brokers(self) -> list[BrokerInfo]:
+    def cluster_brokers(self, *, probe: bool = True) -> list[BrokerInfo]:
         """Every broker set with its version, read from GET_BROKER_RUNTIME_INFO.
 
         A Java broker stamps its version ordinal on every reply header, so even an error reply
         names it (a fresh 4.9.8 broker answers this request with SYSTEM_ERROR for its first
         seconds). A broker that cannot be reached is listed with an empty version, which never
-        counts as a server-side-reset broker, and a warning is logged.
+        counts as a server-side-reset broker, and a warning is logged. Its settings come from
+        GET_BROKER_CONFIG (None when refused). ``probe=False``: the name server's list only.
         """
         brokers = self._all_brokers()
-        calls = [(self._read_addr(b), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)) for b in brokers]
+        if not probe:  # the name server's view only: no version, no settings
+            return [BrokerInfo(b.broker_name, b.select_addr(), b.cluster, "") for b in brokers]
+        calls = [
+            (self._read_addr(b), RemotingCommand.request(code))
+            for b in brokers
+            for code in (RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CONFIG)
+        ]
         answers = self._fan_out(calls, idempotent=True)
         out: list[BrokerInfo] = []
-        for b, (addr, _), reply in zip(brokers, calls, answers, strict=True):
-            version = replies.runtime_version(addr, reply) if isinstance(reply, RemotingCommand) else ""
+        for i, b in enumerate(brokers):
+            addr, (runtime, conf) = calls[2 * i][0], answers[2 * i : 2 * i + 2]
+            version = replies.runtime_version(addr, runtime) if isinstance(runtime, RemotingCommand) else ""
             if not version:
-                log.warning("cannot learn the version of broker %s: %s", b.broker_name, self._error_of(addr, reply))
-            out.append(BrokerInfo(b.broker_name, addr, b.cluster, version))
+                log.warning("cannot learn the version of broker %s: %s", b.broker_name, self._error_of(addr, runtime))
+            config = replies.broker_config(conf) if isinstance(conf, RemotingCommand) else None
+            if config is None:  # the reset path says so where it matters
+                log.debug("cannot read the configuration of broker %s: %s", b.broker_name, self._error_of(addr, conf))
+            out.append(BrokerInfo(b.broker_name, addr, b.cluster, version, config))
         return out
 
     def list_topics(self) -> list[str]:
@@ -99,9 +110,20 @@ class RemotingAdmin(MessageSession):
         except AttributeError as exc:
             raise MalformedReply(f"unexpected topic list from {addr}: {exc!r}", addr) from None
 
-    def list_groups(self) -> list[str]:
-        """Groups as the Java tool finds them: one per ``%RETRY%group`` topic."""
-        return sorted(t[len(RETRY_PREFIX) :] for t in self.list_topics() if t.startswith(RETRY_PREFIX))
+    def list_groups(self, *, subscribed: bool = False) -> list[str]:
+        """Groups as the Java tool finds them: one per ``%RETRY%group`` topic. ``subscribed``: the
+        subscription groups the brokers hold instead (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), which
+        includes a group made by updateSubGroup before any consumer started (no retry topic yet)."""
+        if not subscribed:
+            return sorted(t[len(RETRY_PREFIX) :] for t in self.list_topics() if t.startswith(RETRY_PREFIX))
+        brokers = self._all_brokers()
+        calls = [
+            (self._read_addr(b), RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)) for b in brokers
+        ]
+        found: set[str] = set()
+        for (addr, _), reply in zip(calls, self._fan_out(calls, idempotent=True), strict=True):
+            found |= replies.subscription_group_names(addr, self._checked(addr, reply))
+        return sorted(found)
 
     # -- queue offsets ----------------------------------------------------------------------
 

@@ -156,6 +156,27 @@ def runtime_version(addr: str, reply: RemotingCommand) -> str:
     return _java_version_text(version_name(reply.version)) if reply.version > 0 else ""
 
 
+def broker_config(reply: RemotingCommand) -> dict[str, str] | None:
+    """GET_BROKER_CONFIG's properties text (``key=value`` lines), or None when refused or empty
+    (broker: AdminBrokerProcessor.java)."""
+    if reply.code != ResponseCode.SUCCESS or not reply.body:
+        return None
+    config: dict[str, str] = {}
+    for line in reply.body.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            config[key.strip()] = value.strip()
+    return config or None
+
+
+def subscription_group_names(addr: str, reply: RemotingCommand) -> set[str]:
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: the names in its subscriptionGroupTable."""
+    table = body(addr, reply, "subscription groups").get("subscriptionGroupTable") or {}
+    if not isinstance(table, Mapping):
+        raise MalformedReply(f"unexpected subscription groups from {addr}: {type(table).__name__}", addr)
+    return {str(name) for name in table}
+
+
 def topic_stats(addr: str, reply: RemotingCommand) -> dict[MessageQueue, QueueStats]:
     """GET_TOPIC_STATS_INFO: each queue's bounds and last update."""
     try:

@@ -110,3 +110,30 @@ def test_refuses_a_destination_with_consumers_online_unless_told(
         assert r.code == 0, r.stderr
         assert "copying anyway (--while-online)" in r.stderr
     assert offsets(store, ONLINE_GROUP) == offsets(store, "blue")
+
+
+def test_a_group_made_by_update_sub_group_is_found(
+    door: str, make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """The blue/green flow: updateSubGroup makes the green group (a subscription group, no
+    %RETRY% topic), then its offsets are cloned before any consumer starts."""
+    store = make_store("5.5.1", count=800, groups={"blue": at(1.5)})
+    if store.server is not None:
+        from tests.support.realbroker import create_group
+
+        for addr in store.server.broker_addrs.values():
+            create_group(addr, "green")
+    else:
+        cluster = store.open(writable=True)
+        try:
+            for broker in cluster.brokers.values():
+                broker.ensure_group("green", retry_topic=False)
+        finally:
+            cluster.close()
+    r = cli(CLONE, "-n", store.address, "-s", "blue", "-d", "green", "-t", "TopicTest", "--json")
+    assert r.code == 0, r.stderr
+    assert offsets(store, "green") == offsets(store, "blue")
+    backup = json.loads(Path(r.json()["backup"]).read_text())
+    restored = cli("restoreOffset", "--from", r.json()["backup"], "--yes")
+    assert restored.code == 0, restored.stderr
+    assert backup["group"] == "green"

@@ -64,7 +64,7 @@ def prepare(side: Side) -> None:
         time.sleep(0.5)
 
 
-@pytest.fixture(scope="module", params=rb.VERSIONS)
+@pytest.fixture(scope="module", params=rb.OFFSET_VERSIONS)
 def sides(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side]]:
     version: str = request.param
     official_client.ensure_all()

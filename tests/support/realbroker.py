@@ -20,6 +20,10 @@ Things learnt by running it (JDK 17, 2 cores):
 * Both versions fail GET_BROKER_RUNTIME_INFO for the first moments after boot, which
   makes ``clusterList`` print blank columns; readiness waits for that too.
 * Java mqadmin needs 3.5-4 s per call, ~3 s of it in its client shutdown.
+* Central serves 5.5.1 only for broker, store, common, remoting, tiered-store and controller;
+  a "5.5.1" cluster therefore runs them with the 5.5.0 name server, tool and client (see
+  :data:`SPLIT_RELEASES`).  A 5.5.1 broker may log boot success ~10 s before its first
+  registration completes; readiness waits for its "registration completed" line.
 
 Environment overrides:
 
@@ -60,8 +64,56 @@ from types import TracebackType
 from typing import Any
 
 # 5.3.4 is only partly on Maven Central (no client, remoting, tools, srvutil jars), so the
-# newest usable 5.x is 5.3.3.
+# newest complete 5.3 is 5.3.3.  5.5.1 is partly there too; see SPLIT_RELEASES.
 VERSIONS: tuple[str, ...] = ("4.9.7", "5.3.3")
+
+#: the versions the offset commands are held to (the newest line costs one broker set per module)
+OFFSET_VERSIONS: tuple[str, ...] = (*VERSIONS, "5.5.1")
+
+#: broker.conf variants people run on 5.x that change where offsets and metadata live
+BROKER_VARIANTS: dict[str, dict[str, object]] = {
+    "file": {},
+    "rocksdb-store": {"storeType": "defaultRocksDB"},
+    "v2-metadata": {"configManagerVersion": "v2"},
+}
+
+# Releases Central serves only in part: the version that fills in the modules it lacks, and
+# the modules it serves.  A "5.5.1" cluster is what people run: the 5.5.1 broker (and the
+# store, common and remoting it brings) with the 5.5.0 name server, Java tool and client.
+SPLIT_RELEASES: dict[str, tuple[str, frozenset[str]]] = {
+    "5.5.1": (
+        "5.5.0",
+        frozenset(
+            (
+                "rocketmq-broker",
+                "rocketmq-store",
+                "rocketmq-common",
+                "rocketmq-remoting",
+                "rocketmq-tiered-store",
+                "rocketmq-controller",
+            )
+        ),
+    ),
+}
+# Every module of the rocketmq build a runtime closure can reach; pinned for split releases.
+_MODULES = (
+    "rocketmq-acl",
+    "rocketmq-auth",
+    "rocketmq-broker",
+    "rocketmq-client",
+    "rocketmq-common",
+    "rocketmq-container",
+    "rocketmq-controller",
+    "rocketmq-filter",
+    "rocketmq-logging",
+    "rocketmq-namesrv",
+    "rocketmq-proxy",
+    "rocketmq-remoting",
+    "rocketmq-srvutil",
+    "rocketmq-store",
+    "rocketmq-tiered-store",
+    "rocketmq-tools",
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
@@ -71,6 +123,9 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 45.0
 POLL_CALL_TIMEOUT = 2.0
 DEFAULT_CLUSTER = "TestCluster"
+
+#: what a 5.x broker logs once a registration reached the name server (BrokerController.java)
+REGISTERED_LINE = "Registering current broker to name server completed"
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
@@ -124,15 +179,29 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
+def module_version(version: str, artifact: str) -> str:
+    """The version of one module in a ``version`` cluster (see :data:`SPLIT_RELEASES`)."""
+    fill, served = SPLIT_RELEASES.get(version, (version, frozenset()))
+    return version if artifact in served else fill
+
+
 def _pom_text(version: str, artifacts: tuple[str, ...] = _ARTIFACTS) -> str:
     """A throwaway pom whose runtime closure equals the binary distribution's lib/.
 
     Up to 5.3.3 the module poms inherit versions from ``rocketmq-all``, imported here as a
     BOM.  From 5.3.4 on the published poms are flattened (explicit versions, no parent) and
-    ``rocketmq-all`` is no longer on Central, so importing it would fail.
+    ``rocketmq-all`` is no longer on Central, so importing it would fail.  A split release
+    pins every module to the version Central serves it at.
     """
     bom = ""
-    if _version_tuple(version) < (5, 3, 4):
+    if version in SPLIT_RELEASES:
+        pins = "".join(
+            f"<dependency><groupId>org.apache.rocketmq</groupId><artifactId>{m}</artifactId>"
+            f"<version>{module_version(version, m)}</version></dependency>\n"
+            for m in _MODULES
+        )
+        bom = f"<dependencyManagement><dependencies>\n{pins}</dependencies></dependencyManagement>\n"
+    elif _version_tuple(version) < (5, 3, 4):
         bom = f"""<dependencyManagement><dependencies><dependency>
 <groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-all</artifactId><version>{version}</version>
 <type>pom</type><scope>import</scope>
@@ -140,7 +209,7 @@ def _pom_text(version: str, artifacts: tuple[str, ...] = _ARTIFACTS) -> str:
 """
     deps = "".join(
         f"<dependency><groupId>org.apache.rocketmq</groupId><artifactId>{artifact}</artifactId>"
-        f"<version>{version}</version></dependency>\n"
+        f"<version>{module_version(version, artifact)}</version></dependency>\n"
         for artifact in artifacts
     )
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -785,6 +854,8 @@ class _JavaProcess:
         self.name = name
         self.out = workdir / "logs" / f"{name}.out"
         self.log = log
+        # the log file is appended to across restarts: this run's lines start here
+        self.log_start = log.stat().st_size if log.exists() else 0
         self._fh = open(self.out, "wb")  # a retry must not see the previous attempt's output
         # Own session: Ctrl-C in a terminal must not reach the JVMs before the harness
         # stops them in order.  setpriv's pdeathsig ends orphans if Python itself is killed
@@ -807,6 +878,15 @@ class _JavaProcess:
     def output(self) -> str:
         try:
             return self.out.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_text(self) -> str:
+        """This run's part of the process's own log file."""
+        try:
+            with open(self.log, "rb") as fh:
+                fh.seek(self.log_start)
+                return fh.read().decode(errors="replace")
         except OSError:
             return ""
 
@@ -1261,6 +1341,10 @@ class RealCluster:
             )
             return head.get("code") == 0
 
+        if _version_tuple(self.version) >= (5, 4):
+            # 5.5.1 logs boot success ~10 s before its first registration here: wait for the broker
+            # to say it registered, then (below) for the namesrv to route it.
+            _poll(proc, deadline, "its first registration", lambda: REGISTERED_LINE in proc.log_text())
         _poll(proc, deadline, "registration in the namesrv", registered)
         # A fresh 4.9.8 broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
         # (NoSuchElementException from an empty TPS sample list) for its first seconds,

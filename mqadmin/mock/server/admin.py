@@ -66,9 +66,16 @@ def create_group(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
     if problem:  # AdminBrokerProcessor.updateAndCreateSubscriptionGroup (TopicValidator.validateGroup)
         raise bad(ResponseCode.INVALID_PARAMETER, problem)
     with role.lock:
-        role.broker.ensure_group(group)
+        role.broker.ensure_group(group, retry_topic=False)
     role.persist_configs()
     return role.reply(req)
+
+
+def broker_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """Properties text, ``key=value`` per line, as AdminBrokerProcessor.getBrokerConfig answers."""
+    with role.lock:
+        config = role.broker.broker_config()
+    return role.reply(req, body="".join(f"{k}={v}\n" for k, v in sorted(config.items())).encode())
 
 
 def subscription_groups(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:

@@ -60,4 +60,5 @@ BROKER_HANDLERS: Final[Mapping[int, BrokerHandler]] = {
     RequestCode.GET_CONSUME_STATS: admin.consume_stats,
     RequestCode.GET_BROKER_CONSUME_STATS: admin.broker_consume_stats,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+    RequestCode.GET_BROKER_CONFIG: admin.broker_config,
 }
