@@ -134,6 +134,8 @@ class BrokerOffsets:
         for q in result.queues:
             if q.mq_key not in now or now[q.mq_key] == q.old_offset:
                 continue
+            if now[q.mq_key] is None and q.old_offset in (None, q.min_offset):
+                continue  # still no offset: the plan showed the queue's min for it (current_rows)
             got = now[q.mq_key]
             if got is not None and (q.old_offset is None or got > q.old_offset) and self.consumers_active:
                 if not q.changes:
