@@ -38,15 +38,15 @@ thread-per-connection server, run from its tree in the same sitting):
     after, 1,024 queues (the cap): stats 6-10 ms, route median 0.08-0.16 ms, p99 6-12 ms
 
 Bad peers (load average 5-10; "before" is the server that cut only at 64 MiB per connection and
-counted any byte as activity; after: default limits, medians of 3 runs, before: 2-3 runs):
+counted any byte as activity; after: default limits, 4 runs; before: 2-3 runs):
 
     16 clients that never read       server RSS peak            cut after
-    before                           172 MB at 120 s, 488 MB at 200 s (growing)   none within 200 s
-    after                            55 MB (29 MB with none)    78-84 s (reply timeout 60 s, after the
+    before                           172 MB at 120 s, 488-728 MB at 200 s (growing)   none within 200 s
+    after                            54-55 MB (29 MB with none) 75-85 s (reply timeout 60 s, after the
                                                                 kernel's socket buffers filled)
     200 slowloris connections        closed after
     before                           none within 200 s
-    after                            30.1 s (median and max: the 30 s frame timeout)
+    after                            30.1-30.5 s (median and max alike: the 30 s frame timeout)
 """
 
 from __future__ import annotations
