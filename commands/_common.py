@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue, OffsetWrapper, TopicRoute
@@ -132,20 +131,6 @@ def has_broker(ctx: Context) -> bool:
 def is_offline(admin: Admin) -> bool:
     """A stopped broker's store (``store:``): read-only, no clients, no TPS."""
     return admin.address.startswith("store:")
-
-
-def open_admin(ctx: Context) -> Admin:
-    """The read-only backend, with whatever it has to say about its data on stderr (once)."""
-    admin = ctx.admin()
-    if admin not in _TOLD:
-        for note in getattr(admin, "notes", ()):
-            ctx.env.warn(str(note))
-        _TOLD.add(admin)
-    return admin
-
-
-#: backends whose notes were printed already (one open backend per run)
-_TOLD: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def refuse_offline_write(ctx: Context, what: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mqadmin.commands._common import open_admin
 from mqadmin.commands._options import GROUP, required
 
 from mqadmin import errors
@@ -109,7 +108,7 @@ class ConsumerConnectionCommand(SubCommand):
 
     def execute(self, ctx: Context, params: ConsumerConnectionParams) -> Connections:
         group, broker_addr = params.group, params.broker_addr
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         try:
             conn = admin.consumer_connections(group, broker_addr=broker_addr)
         except errors.ConsumerNotOnline:

@@ -11,7 +11,6 @@ from mqadmin.commands._common import (
     group_offsets,
     is_offline,
     missing_brokers_failure,
-    open_admin,
     store_time_at,
 )
 from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC, parse_bool
@@ -161,7 +160,7 @@ class ConsumerProgressCommand(SubCommand):
             if show_ip:
                 raise errors.UsageError("-s/--showClientIP asks the online clients; it has no --local-store form")
             return local_progress(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         if group:
             result = self._one_group(ctx, group, params.topic)
             if show_ip:

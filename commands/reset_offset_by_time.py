@@ -9,7 +9,6 @@ from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import (
     fan_out,
     group_offsets,
-    open_admin,
     refuse_offline_write,
     route_of,
 )
@@ -293,7 +292,7 @@ def _on_brokers(
     """-s (each queue where the time lands) or -b -q -o (one queue, one offset) on the brokers."""
     topic = ",".join(topics)
     offset_opt = params.offset
-    admin = open_admin(ctx)
+    admin = ctx.admin()
     rows = _current(admin, group, topics, params.broker, params.queue)
     if offset_opt is not None:
         row = rows[0]
@@ -347,7 +346,7 @@ def _topics(ctx: Context, params: ResetOffsetByTimeParams, group: str) -> list[s
     """-t's topics, or (--all-topics) the topics the group has offsets for."""
     if not params.all_topics:
         return params.named_topics
-    admin = open_admin(ctx)
+    admin = ctx.admin()
     found = sorted({mq.topic for mq in group_offsets(admin, group)})
     found = [t for t in found if params.include_retry or not t.startswith(RETRY_PREFIX)]
     if not found:
@@ -376,7 +375,7 @@ def _kafka(
     flag, n = kafka
     if not params.dry_run and not params.export:
         refuse_offline_write(ctx, "resetOffsetByTime")
-    admin = open_admin(ctx)
+    admin = ctx.admin()
     rows = _current(admin, group, topics, params.broker, params.queue)
     clamped = []
     for r in rows:

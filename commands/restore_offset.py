@@ -11,7 +11,6 @@ from mqadmin.commands._common import (
     fan_out,
     group_offsets,
     has_broker,
-    open_admin,
     refuse_offline_write,
     route_of,
 )
@@ -130,7 +129,7 @@ class RestoreOffsetCommand(SubCommand):
             ctx.env.note(f"restoring to {backup.address}, the address recorded in the backup")
         if not params.dry_run:
             refuse_offline_write(ctx, "restoreOffset")
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
         rows = _broker_rows(ctx, admin, backup, params.clamp)
         result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)

@@ -33,7 +33,8 @@ class Context:
     _warned: set[str] = field(default_factory=set)
 
     def admin(self, *, write: bool = False) -> Admin:
-        """Open the backend once per run; a writer re-opens a read-only embedded store."""
+        """Open the backend once per run (a writer re-opens a read-only embedded store) and say what
+        the backend has to say about its data, once."""
         if self._admin is not None and (self._admin_ro is False or not write):
             return self._admin
         from mqadmin.admin import connect
@@ -42,6 +43,8 @@ class Context:
             self._admin.close()
         self._admin = connect(self.address, timeout=self.timeout, read_only=not write, **self.connect_options)
         self._admin_ro = not write
+        for note in self._admin.notes:
+            self.warn_once(str(note))
         return self._admin
 
     def warn_once(self, message: str) -> None:
