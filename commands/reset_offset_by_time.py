@@ -48,6 +48,12 @@ KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shif
 ONE_TOPIC = (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact"))
 
 
+def _given(value: object) -> bool:
+    """Whether an option was given: a flag that is set, or any value, 0 included (``0 in (None,
+    False)`` is true in Python, which once made --to-offset 0 and --shift-by 0 vanish)."""
+    return value is not None and value is not False
+
+
 @dataclass(frozen=True)
 class ResetOffsetByTimeParams:
     """resetOffsetByTime's options (the defaults are the Opt declarations'); the rules between
@@ -119,17 +125,13 @@ class ResetOffsetByTimeParams:
         """-o, --local-store and --exact take one topic (with --all-topics: once the brokers said which)."""
         if len(topics) > 1:
             for dest, flag in ONE_TOPIC:
-                if getattr(self, dest) not in (None, False):
+                if _given(getattr(self, dest)):
                     raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({','.join(topics)})")
 
     @property
     def kafka(self) -> tuple[str, int | None] | None:
         """The kafka-style target given (flag, N), None without one."""
-        given = [
-            (flag, getattr(self, dest))
-            for dest, flag in KAFKA_FLAGS.items()
-            if getattr(self, dest) not in (None, False)
-        ]
+        given = [(flag, getattr(self, dest)) for dest, flag in KAFKA_FLAGS.items() if _given(getattr(self, dest))]
         if not given:
             return None
         flag, value = given[0]
@@ -137,12 +139,12 @@ class ResetOffsetByTimeParams:
 
     def _check_target(self) -> None:
         """One target: -s, -b -q -o, or one kafka-style flag (never mixed with -s/-o)."""
-        given = [flag for dest, flag in KAFKA_FLAGS.items() if getattr(self, dest) not in (None, False)]
+        given = [flag for dest, flag in KAFKA_FLAGS.items() if _given(getattr(self, dest))]
         if len(given) > 1:
             raise errors.UsageError(f"{given[0]} and {given[1]} both choose the target: give one")
         if given:
             for dest, letter in (("timestamp", "-s"),) + ONE_TOPIC:
-                if getattr(self, dest) not in (None, False):
+                if _given(getattr(self, dest)):
                     raise errors.UsageError(f"{given[0]} chooses the target itself: drop {letter}")
         elif self.timestamp is None and self.offset is None:
             raise errors.UsageError(
