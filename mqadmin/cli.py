@@ -116,6 +116,8 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     common = {k: params.pop(k) for k in list(params) if k in _COMMON} if cls.uses_broker else {}
     watch: float | None = params.pop("watch", None)  # RUN_OPTIONS
     output_file: str | None = params.pop("output_file", None)
+    if output_file and os.path.isdir(output_file):  # refused before any work, not after it
+        raise UsageError(f"--output-file {output_file} is a directory: name the file to write")
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
             raise UsageError(f"{opt.flags[-1]} must be one of {', '.join(opt.choices)}, not {params[opt.dest]!r}")

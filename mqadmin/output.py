@@ -157,14 +157,15 @@ def render(result: Result, fmt: str, env: Env) -> None:
 
 def write_result(result: Result, fmt: str, env: Env, path: str) -> None:
     """``--output-file``: the rendered result replaces ``path`` atomically (temp file + rename), so
-    a reader such as node_exporter's textfile collector never sees half of it."""
+    a reader such as node_exporter's textfile collector never sees half of it; its mode follows the
+    umask, as a file the shell writes would, so such a reader running as another user can read it."""
     import io
 
     from mqadmin.safety import atomic_write
 
     buffer = io.StringIO()
     render(result, fmt, Env(stdout=buffer, stderr=env.stderr, stdin=None, color=False))
-    atomic_write(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue(), shared=True)
 
 
 #: the resolved times every result echoes (JSON keys → CSV columns): CSV has no footer, so each

@@ -186,3 +186,43 @@ def test_scanned_time_field_column_is_hidden_once_with_the_store_time(demo: str,
         text.split()
     )
     assert "…" not in text and re.search(r"^broker-a\s+0\s+0\s+2500\s+2223\s+277\s+\d+$", text, re.M), text
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_output_file_mode_follows_the_umask(tmp_path: Path, umask: int) -> None:
+    """A file for another program (node_exporter reads the textfile as its own user): the mode a
+    new file gets from the shell, whether it is created or replaced; no temp file left behind."""
+    from mqadmin.output import Env, Table, write_result
+
+    class Doc:
+        failure = check_failure = None
+        stdout_used = False
+
+        def to_json(self) -> dict[str, Any]:
+            return {"n": 1}
+
+        def table(self) -> Table:
+            return Table(["N"], [[1]])
+
+    target = tmp_path / "out.json"
+    old = os.umask(umask)
+    try:
+        write_result(Doc(), "json", Env(), str(target))
+        assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+        target.chmod(0o600)
+        write_result(Doc(), "json", Env(), str(target))
+        assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    finally:
+        os.umask(old)
+    assert json.loads(target.read_text()) == {"n": 1} and [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_output_file_that_is_a_directory_is_named_before_any_work(demo: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqadmin", "consumerProgress", "-n", demo, "--output-file", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"mqadmin: error: --output-file {tmp_path} is a directory: name the file to write\n"
