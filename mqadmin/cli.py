@@ -34,8 +34,8 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
         "output",
         ("--output",),
         "Result format: table (default), json, csv, or java (the Java tool's text, where a command has it)",
-        default="table",
         choices=FORMATS,
+        metavar="FORMAT",
     ),
     Opt("json_", ("--json",), "Same as --output json", kind=bool, default=False),
     Opt("tz", ("--tz",), "Time zone for times without an offset and for display (default: local)", metavar="ZONE"),
@@ -162,7 +162,10 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
 
 def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) -> str:
     """The output format asked for, if this command has it (and --watch can show it)."""
-    fmt: str = "json" if common.get("json_") else common.get("output", "table")
+    asked: str | None = common.get("output")
+    if common.get("json_") and asked not in (None, "json"):
+        raise UsageError(f"--json is --output json: not with --output {asked}")
+    fmt: str = "json" if common.get("json_") else (asked or "table")
     if fmt not in FORMATS:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:

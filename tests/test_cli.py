@@ -273,3 +273,20 @@ def test_slice_size_is_checked_before_any_broker_is_asked(cli: Callable[..., Cli
             scan = cli("queryOffset", *common, "-s", "-1h", "--time-field", "born")
             for r in (replay, scan):
                 assert r.code == 2 and one_error_line(r) == "mqadmin: error: --slice-size must be at least 1"
+
+
+def test_json_with_another_output_format_is_a_conflict(cli: Callable[..., CliResult]) -> None:
+    """--json is --output json: with another --output one of them would be ignored."""
+    for fmt in ("csv", "table", "java"):
+        r = cli("queryOffset", "-n", "127.0.0.1:1", "-t", "TopicTest", "--json", "--output", fmt)
+        assert r.code == 2 and r.stdout == ""
+        assert one_error_line(r) == f"mqadmin: error: --json is --output json: not with --output {fmt}"
+
+
+def test_address_with_a_scheme_is_a_usage_error(cli: Callable[..., CliResult]) -> None:
+    """No DNS look-up of "http": a malformed address is refused before any connection."""
+    for address, host in (("http://nshost:9876", "nshost:9876"), ("10.0.0.5:9876;rocketmq://b:9876", "b:9876")):
+        r = cli("queryOffset", "-n", address, "-t", "TopicTest", "--timeout", "1")
+        assert r.code == 2 and r.stdout == "", r.stderr
+        line = one_error_line(r)
+        assert "a name server address is host:port without a scheme" in line and f"e.g. {host}" in line
