@@ -44,6 +44,16 @@ KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shif
     "to_offset": "--to-offset"
 }
 
+#: -s values the Java tool passes to the broker as they are, which are no times to mqadmin
+#: (ResetOffsetByTimeCommand: "now" and a number are sent as is; the broker reads -1 as the max
+#: offset and searches any other number as a time, so 0 finds each queue's first message)
+JAVA_TIMESTAMPS = {
+    "0": "is the Java tool's way to say each queue's earliest message (the broker searches time 0): "
+    "mqadmin says --to-earliest",
+    "-1": "is the Java tool's way to say each queue's max offset (the broker reads -1 so): "
+    "mqadmin says --to-latest (or -s now)",
+}
+
 #: options that take one topic only (a plan over several topics has no single queue or file)
 ONE_TOPIC = (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact"))
 
@@ -139,6 +149,9 @@ class ResetOffsetByTimeParams:
 
     def _check_target(self) -> None:
         """One target: -s, -b -q -o, or one kafka-style flag (never mixed with -s/-o)."""
+        java = JAVA_TIMESTAMPS.get((self.timestamp or "").strip())
+        if java:
+            raise errors.UsageError(f"-s {self.timestamp.strip()} {java}")  # type: ignore[union-attr]
         given = [flag for dest, flag in KAFKA_FLAGS.items() if _given(getattr(self, dest))]
         if len(given) > 1:
             raise errors.UsageError(f"{given[0]} and {given[1]} both choose the target: give one")

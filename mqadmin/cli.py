@@ -215,13 +215,39 @@ class MqadminGroup(typer.core.TyperGroup):
         return build_command(lookup(cmd_name), self.env)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        cls = lookup(args[0])
+        cls = _resolve(args[0], self.env)
         return cls.name, build_command(cls, self.env), args[1:]
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = [(c.name, f"{c.summary()} (alias: {c.kebab()})") for c in commands()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _resolve(name: str, env: Env) -> type[SubCommand]:
+    """The command named; on a terminal, a name that means one command (``reset``) asks whether
+    to run that one (as git's autocorrect asks); anything but yes is the usage error."""
+    from mqadmin.registry import UnknownCommand
+
+    try:
+        return lookup(name)
+    except UnknownCommand as exc:
+        if len(exc.suggested) != 1 or not (env.stdin_tty and env.stderr_tty):
+            raise
+        env.stderr.write(f"{PROG}: unknown command {name!r}: run {exc.suggested[0]} instead? [y/N] ")
+        env.stderr.flush()
+        assert env.stdin is not None
+        if env.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise
+        return lookup(exc.suggested[0])
+
+
+#: ``mqadmin help help``
+HELP_USAGE = (
+    f"Usage: {PROG} help [COMMAND]\n\n"
+    f"  The help of COMMAND (the same as '{PROG} COMMAND --help'); without COMMAND, the list of\n"
+    "  commands. As the Java mqadmin's help command.\n"
+)
 
 
 def build_group(env: Env) -> MqadminGroup:
@@ -274,6 +300,9 @@ def _main(args: list[str], env: Env) -> int:
     if not args:  # like the Java tool: no command prints the command table
         args = ["--help"]
     elif args[0] == "help":  # the Java tool's `mqadmin help COMMAND`
+        if args[1:2] == ["help"]:
+            env.stdout.write(HELP_USAGE)
+            return ExitCode.OK
         args = [*args[1:2], "--help"]
     group = build_group(env)
     try:

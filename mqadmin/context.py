@@ -61,7 +61,7 @@ class Context:
             self._admin = None
 
     def time(self, text: str) -> int:
-        return parse_time(text, now=self.now, tz=self.tz)
+        return parse_time(text, now=self.now, tz=self.tz, warn=self.env.warn)
 
     def confirm(self, question: str) -> bool:
         """Ask on a terminal; scripts (stdin not a terminal) and --yes proceed, as the Java tool."""
