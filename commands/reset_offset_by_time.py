@@ -104,6 +104,9 @@ class ResetOffsetByTimeParams:
             self.check_one_topic(self.named_topics)
         if self.local_store and self.export:
             raise errors.UsageError("--export writes a broker plan: not with --local-store")
+        java = JAVA_TIMESTAMPS.get((self.timestamp or "").strip())
+        if java:
+            raise errors.UsageError(f"-s {(self.timestamp or '').strip()} {java}")
 
     @property
     def forced(self) -> bool:
@@ -149,9 +152,6 @@ class ResetOffsetByTimeParams:
 
     def _check_target(self) -> None:
         """One target: -s, -b -q -o, or one kafka-style flag (never mixed with -s/-o)."""
-        java = JAVA_TIMESTAMPS.get((self.timestamp or "").strip())
-        if java:
-            raise errors.UsageError(f"-s {self.timestamp.strip()} {java}")  # type: ignore[union-attr]
         given = [flag for dest, flag in KAFKA_FLAGS.items() if _given(getattr(self, dest))]
         if len(given) > 1:
             raise errors.UsageError(f"{given[0]} and {given[1]} both choose the target: give one")
