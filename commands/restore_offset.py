@@ -23,7 +23,7 @@ from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.safety import OffsetBackup
+from mqadmin.safety import OffsetBackup, read_text_file
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -199,12 +199,7 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     checks (queues exist, offsets inside [min, max]) follow as for a backup."""
     import csv
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise errors.UsageError(f"plan file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise errors.UsageError(f"plan file {path} is not readable: {exc}") from None
+    text = read_text_file(path, "plan file")
     reader = csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
     header = [h.strip() for h in reader.fieldnames or []]
     need = ["topic", "broker", "queue", "offset"] + ([] if group else ["group"])

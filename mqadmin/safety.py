@@ -61,6 +61,21 @@ def _umask() -> int:
     return mask
 
 
+def read_text_file(path: Path, what: str) -> str:
+    """A file the user named (a backup, a plan) as UTF-8 text; a usage error that names it and
+    says plainly what it is instead (missing, a directory, unreadable, binary)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path} is not text (not UTF-8 at byte {exc.start}): is it the right file?") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
 def atomic_copy(src: Path, dst: Path) -> None:
     atomic_write(dst, src.read_bytes())
 
@@ -119,12 +134,13 @@ class OffsetBackup:
     @staticmethod
     def read(path: str | os.PathLike[str]) -> OffsetBackup:
         p = Path(path)
+        text = read_text_file(p, "backup file")
         try:
-            doc = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"backup file {p} does not exist") from None
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise UsageError(f"backup file {p} is not readable JSON: {exc}") from None
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"backup file {p} is not readable JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
         if not isinstance(doc, dict) or doc.get("format") != BACKUP_FORMAT:
             raise UsageError(f"{p} is not an mqadmin offset backup (no format {BACKUP_FORMAT!r})")
         try:
