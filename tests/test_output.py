@@ -38,12 +38,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"mock://{root}"
 
 
-def run_in_pty(args: list[str], columns: int, home: Path) -> str:
-    """mqadmin on a pty of ``columns`` x 40 (TIOCSWINSZ), as a terminal would run it."""
+def run_in_pty(args: list[str], columns: int, home: Path, *, raw: bool = False, no_color: bool = True) -> str:
+    """mqadmin on a pty of ``columns`` x 40 (TIOCSWINSZ), as a terminal would run it (``raw``:
+    its bytes as written, escapes and all)."""
     pid, fd = pty.fork()
     if pid == 0:  # child: the terminal is set up before exec, so the size is there at start
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # pytest sets them
-        env.update(MQADMIN_HOME=str(home), NO_COLOR="1", TERM="xterm")
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}  # pytest sets them
+        env.update(MQADMIN_HOME=str(home), TERM="xterm", **({"NO_COLOR": "1"} if no_color else {}))
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         os.execve(sys.executable, [sys.executable, "-m", "mqadmin", *args], env)
     out = b""
@@ -64,7 +65,7 @@ def run_in_pty(args: list[str], columns: int, home: Path) -> str:
         os.close(fd)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
-    return ANSI.sub("", out.decode()).replace("\r\n", "\n")
+    return (out.decode() if raw else ANSI.sub("", out.decode())).replace("\r\n", "\n")
 
 
 def json_of(args: list[str], home: Path) -> Any:
@@ -226,3 +227,39 @@ def test_output_file_that_is_a_directory_is_named_before_any_work(demo: str, tmp
     )
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr == f"mqadmin: error: --output-file {tmp_path} is a directory: name the file to write\n"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_no_color_means_no_escapes_at_all(demo: str, mqadmin_home: Path, width: int) -> None:
+    """NO_COLOR or --no-color: not even bold headers; without either, a terminal gets styles."""
+    for args in (["consumerProgress", "-n", demo, "-g", "demo_group"],):
+        assert "\x1b[" not in run_in_pty(args, width, mqadmin_home, raw=True)
+        assert "\x1b[" not in run_in_pty([*args, "--no-color"], width, mqadmin_home, raw=True, no_color=False)
+        assert "\x1b[" in run_in_pty(args, width, mqadmin_home, raw=True, no_color=False)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_plan_before_the_question_is_laid_out_as_the_result_after_it(tmp_path: Path, width: int) -> None:
+    """On a terminal the plan (stderr) and the result (stdout) share a layout: numbers right-aligned
+    in both, so a row reads the same before and after the answer."""
+    from tests.support.terminal import Terminal
+
+    root = tmp_path / "store"
+    cluster = MockCluster.create(root)
+    seed_demo(cluster, AT_MS + 1_800_000)
+    cluster.close()
+    argv = [sys.executable, "-m", "mqadmin", "resetOffsetByTime", "-n", f"mock://{root}", "-g", "demo_group"]
+    env = {**os.environ, "MQADMIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    with Terminal([*argv, "-t", "TopicTest", "--shift-by", "-3"], cols=width, rows=80, env=env) as term:
+        term.wait_for(lambda s: "[y/N]" in s, 60)
+        term.send("y\r")
+        assert term.wait(60) == 0
+        screen = term.text()
+    plan, _, result = screen.partition("[y/N] y")
+    for part in (plan, result):
+        header = next(line for line in part.splitlines() if "New Offset" in line)
+        row = re.search(r"^.*broker-a\W+0\W+0\W+2500\W+2223\W+2220\b", part, re.M)
+        assert row, screen
+        for name, value in (("Max", "2500"), ("Old Offset", "2223"), ("New Offset", "2220")):
+            end = header.index(name) + len(name)
+            assert row.group(0).index(value, len("broker-a")) + len(value) == end, (name, screen)
