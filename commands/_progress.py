@@ -10,7 +10,7 @@ from typing import Any
 from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
-from mqadmin.timeparse import format_duration, format_java
+from mqadmin.timeparse import format_duration, format_java, format_zoned
 
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
 #: the Java tool's printf layouts (ConsumerProgressSubCommand, tools 4.9.7 and 5.3.3), kept as its
@@ -163,7 +163,7 @@ class GroupProgress(ResultBase):
             + [
                 q.diff,
                 q.inflight,
-                format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
+                format_zoned(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
                 format_duration(q.lag_time_ms),
             ]
             + ([signed(self._change(q))] if self.previous is not None else [])

@@ -136,6 +136,14 @@ def format_java(ms: int, tz: tzinfo | None = None) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def format_zoned(ms: int, tz: tzinfo | None = None) -> str:
+    """``yyyy-MM-dd HH:mm:ss+08:00``: the Java tool's LastTime with the zone it is in, for tables
+    read by people who may not share the zone (--output java keeps the Java text)."""
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    dt = dt.astimezone(tz) if tz is not None else dt.astimezone()
+    return dt.isoformat(sep=" ", timespec="seconds")
+
+
 def parse_duration_ms(text: str) -> int:
     """``5m``, ``30s``, ``1h``, ``1500ms`` or plain milliseconds, for --max-lag-time."""
     value = text.strip()

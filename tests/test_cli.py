@@ -336,3 +336,12 @@ def test_on_a_terminal_the_one_command_meant_is_offered(
     else:
         assert "mqadmin: error: unknown command 'reset' (did you mean 'resetOffsetByTime'?)" in screen
         assert "Dry run" not in screen
+
+
+def test_a_mock_name_that_is_no_store_leaves_nothing_behind(cli: Callable[..., CliResult], mqadmin_home: Path) -> None:
+    """A typo (mock://dmeo) is refused with the store it may mean; only mock://demo is made on first use."""
+    r = cli("queryOffset", "-n", "mock://dmeo", "-t", "TopicTest")
+    assert r.code == 2 and r.stdout == ""
+    assert "no mock store at mock://dmeo" in one_error_line(r) and "did you mean mock://demo?" in r.stderr
+    assert not (mqadmin_home / "mock" / "dmeo").exists()
+    assert cli("queryOffset", "-n", "mock://demo", "-t", "TopicTest").code == 0

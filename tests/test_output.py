@@ -14,8 +14,10 @@ import sys
 import termios
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -263,3 +265,13 @@ def test_plan_before_the_question_is_laid_out_as_the_result_after_it(tmp_path: P
         for name, value in (("Max", "2500"), ("Old Offset", "2223"), ("New Offset", "2220")):
             end = header.index(name) + len(name)
             assert row.group(0).index(value, len("broker-a")) + len(value) == end, (name, screen)
+
+
+def test_last_time_says_its_zone(demo: str, cli: Any) -> None:
+    """A LastTime read in another zone than it was printed in is still right: it carries its offset."""
+    doc: Any = cli("consumerProgress", "-n", demo, "-g", "demo_group", "--json").json()
+    q = next(q for q in doc["queues"] if q["last_timestamp"])
+    for zone, offset in (("Asia/Shanghai", "+08:00"), ("UTC", "+00:00")):
+        r = cli("consumerProgress", "-n", demo, "-g", "demo_group", "--tz", zone)
+        shown = datetime.fromtimestamp(q["last_timestamp"] / 1000, ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S")
+        assert f"{shown}{offset}" in r.stdout, r.stdout
