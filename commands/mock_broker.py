@@ -102,6 +102,7 @@ class MockBrokerParams:
     tls_cert: str | None
     tls_key: str | None
     idle_timeout: float
+    consumer: list[str] | None = None
 
     def __post_init__(self) -> None:
         _parse_acl(self.acl)
@@ -154,6 +155,15 @@ class MockBrokerCommand(SubCommand):
             default=120.0,
             metavar="SECONDS",
         ),
+        Opt(
+            "consumer",
+            ("--consumer",),
+            "Keep a simulated consumer of GROUP online (repeatable): it heartbeats, holds every queue of the "
+            "group's topics, answers the broker's running-info asks and applies pushed resets, so "
+            "consumerConnection and consumerProgress -s true have a client to show (mqadmin extension)",
+            kind=list[str],
+            metavar="GROUP",
+        ),
     )
 
     params_type = MockBrokerParams
@@ -181,7 +191,21 @@ class MockBrokerCommand(SubCommand):
             ctx.env.note(f"namesrv {info.namesrv_addr}  (use -n {info.namesrv_addr}; Ctrl-C stops)")
 
         stop = threading.Event()
-        with _stop_on_signals(stop):
+        consumers: list[Any] = []
+
+        def ready_and_online(info: Any) -> None:
+            ready(info)
+            if params.consumer:
+                # the one client this command runs (an import-linter exception in pyproject.toml)
+                from mqadmin.remoting.simulated_consumer import SimulatedConsumer
+
+                keys = dict(zip(("access_key", "secret_key"), acl, strict=True)) if acl else {}
+                for n, group in enumerate(params.consumer, 1):
+                    consumers.append(SimulatedConsumer(info.namesrv_addr, group, client_id=f"127.0.0.1@{n}", **keys))
+                    ctx.env.note(f"consumer {group} online (simulated client 127.0.0.1@{n})")
+
+        with _stop_on_signals(stop), contextlib.ExitStack() as closing:
+            closing.callback(lambda: [c.close() for c in consumers])
             report = serve_store(
                 params.store,
                 stop=stop,
@@ -192,7 +216,7 @@ class MockBrokerCommand(SubCommand):
                 demo=params.demo,
                 acl=acl,
                 tls=tls,
-                on_ready=ready,
+                on_ready=ready_and_online,
                 idle_timeout=params.idle_timeout,
             )
         info = report.ready
