@@ -8,9 +8,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
