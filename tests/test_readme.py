@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def script(block: Block, port: int) -> str:
         text = command.text.replace(EXAMPLE_PORT, str(port))
         parts.append(f"echo '@@@ {n}'")
         if text.rstrip().endswith("&"):
-            parts.append(f"{{ {text.rstrip()[:-1]} ; }} >/dev/null 2>&1 &")
+            parts.append(f"( exec {text.rstrip()[:-1]} ) >/dev/null 2>&1 &")  # the job is the command itself
             listen = re.search(r"--port (\d+)", text)
             if listen:
                 parts.append(
@@ -164,11 +165,25 @@ def test_console_example(block: Block, world: tuple[Path, Path]) -> None:
         NO_COLOR="1",
         TZ="UTC",
     )
-    proc = subprocess.run(
-        ["bash", "-c", script(block, free_port())], cwd=work, env=env, capture_output=True, text=True, timeout=600
+    proc = subprocess.Popen(
+        ["bash", "-c", script(block, free_port())],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so that nothing it started outlives it
     )
-    outputs = re.split(r"^@@@ \d+\n", proc.stdout, flags=re.M)[1:]
-    assert len(outputs) == len(block.commands), proc.stdout + proc.stderr
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    outputs = re.split(r"^@@@ \d+\n", stdout, flags=re.M)[1:]
+    assert len(outputs) == len(block.commands), stdout + stderr
     for command, output in zip(block.commands, outputs, strict=True):
         body, _, rc = output.rpartition("@@@ rc ")
         body = body.replace(str(home), EXAMPLE_HOME).replace(str(work), EXAMPLE_CWD)
