@@ -199,9 +199,17 @@ class MockBrokerCommand(SubCommand):
                 # the one client this command runs (an import-linter exception in pyproject.toml)
                 from mqadmin.remoting.simulated_consumer import SimulatedConsumer
 
-                keys = dict(zip(("access_key", "secret_key"), acl, strict=True)) if acl else {}
+                access_key, secret_key = acl if acl else (None, None)
                 for n, group in enumerate(params.consumer, 1):
-                    consumers.append(SimulatedConsumer(info.namesrv_addr, group, client_id=f"127.0.0.1@{n}", **keys))
+                    consumers.append(
+                        SimulatedConsumer(
+                            info.namesrv_addr,
+                            group,
+                            client_id=f"127.0.0.1@{n}",
+                            access_key=access_key,
+                            secret_key=secret_key,
+                        )
+                    )
                     ctx.env.note(f"consumer {group} online (simulated client 127.0.0.1@{n})")
 
         with _stop_on_signals(stop), contextlib.ExitStack() as closing:

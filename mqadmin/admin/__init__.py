@@ -39,10 +39,12 @@ class Admin(Protocol):
     """The operations commands may use. Keep this set small: add a keyword before a method."""
 
     address: str
-    #: what the user should hear about the data behind this backend (a stale demo re-seeded, a
-    #: crashed broker's store, a .bak fallback): the Context prints them once per run, for every
-    #: command, so no caller can forget them
-    notes: Sequence[str]
+
+    @property
+    def notes(self) -> Sequence[str]:
+        """What the user should hear about the data behind this backend (a stale demo re-seeded, a
+        crashed broker's store, a .bak fallback): the Context prints them once per run, for every
+        command, so no caller can forget them."""
 
     # routing
     def topic_route(self, topic: str) -> TopicRoute: ...

@@ -39,9 +39,8 @@ class SimulatedConsumer:
         secret_key: str | None = None,
     ):
         self.group, self.client_id = group, client_id
-        keys = {"access_key": access_key, "secret_key": secret_key}
-        self.admin = RemotingAdmin(namesrv, timeout=timeout, **keys)
-        self.client = RemotingClient(namesrv, timeout=timeout, **keys)
+        self.admin = RemotingAdmin(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key)
+        self.client = RemotingClient(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key)
         try:
             offsets = self.admin.consume_stats(group).offsets
         except errors.TopicNotExist:
