@@ -102,7 +102,7 @@ class MockBrokerParams:
     tls_cert: str | None
     tls_key: str | None
     idle_timeout: float
-    consumer: list[str] | None = None
+    consumer: list[str] | None
 
     def __post_init__(self) -> None:
         _parse_acl(self.acl)

@@ -113,6 +113,7 @@ complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l a
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l tls-cert -r -F -d 'PEM certificate: also speak TLS (plaintext still works)'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l tls-key -r -F -d 'PEM private key for --tls-cert (if not in the same file)'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l idle-timeout -r -d 'Close a connection silent both ways for this many seconds, as a broker does (serverChannelMaxIdleTimeSeconds); 0 never closes one'
+complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l consumer -r -d 'Keep a simulated consumer of GROUP online (repeatable): it heartbeats, holds every queue of the group\'s topics, answers the broker\'s running-info asks and applies pushed resets, so consumerConnection and consumerProgress -s true have a client to show (mqadmin extension)'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -s h -l help -d 'Show this message and exit.'
 complete -c mqadmin -n '__fish_seen_subcommand_from queryOffset query-offset' -s t -l topic -l topicName -r -d 'Topic, or several: A,B,C'
 complete -c mqadmin -n '__fish_seen_subcommand_from queryOffset query-offset' -l all-topics -d 'Every topic but %RETRY%, %DLQ% and system topics (mqadmin extension)'
