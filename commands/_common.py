@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue, OffsetWrapper, TopicRoute
 from mqadmin.protocol import versions
-from mqadmin.seen import Vanished, compare_and_record
 from mqadmin.timeparse import format_time
 
 if TYPE_CHECKING:
@@ -133,40 +131,6 @@ def has_broker(ctx: Context) -> bool:
 def is_offline(admin: Admin) -> bool:
     """A stopped broker's store (``store:``): read-only, no clients, no TPS."""
     return admin.address.startswith("store:")
-
-
-def open_admin(ctx: Context) -> Admin:
-    """The read-only backend, with whatever it has to say about its data on stderr (once): notes
-    of a store, and brokers this cluster routed recently that are missing from its route now."""
-    admin = ctx.admin()
-    if admin not in _TOLD:
-        for note in getattr(admin, "notes", ()):
-            ctx.env.warn(str(note))
-        for gone in vanished_brokers(ctx, admin):
-            ctx.env.warn(
-                f"broker {gone.describe(ctx.now)} is missing from the route of {admin.address} (crashed, stopped or "
-                "cut off?): what follows covers only the brokers routed now"
-            )
-        _TOLD.add(admin)
-    return admin
-
-
-def vanished_brokers(ctx: Context, admin: Admin, routed: dict[str, str] | None = None) -> list[Vanished]:
-    """Brokers a name server routed recently and not now (remembered under $MQADMIN_HOME/state);
-    ``routed``: the brokers routed now, when the caller has them. Stores and mock addresses have
-    no name server, so nothing vanishes there."""
-    if "://" in admin.address or admin.address.startswith("mock"):
-        return []
-    if routed is None:
-        try:
-            routed = {b.broker_name: b.addr for b in admin.cluster_brokers(probe=False)}
-        except errors.MqadminError:
-            return []  # the command itself will say what is wrong
-    return compare_and_record(admin.address, routed, ctx.now)
-
-
-#: backends whose notes were printed already (one open backend per run)
-_TOLD: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def refuse_offline_write(ctx: Context, what: str) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mqadmin.commands._common import check_clients_stopped, has_broker, local_notes, open_admin, store_time_at
+from mqadmin.commands._common import check_clients_stopped, has_broker, local_notes, store_time_at
 from mqadmin.commands._plan import APPLIED, PlanRow, ResetResult, applied
 
 from mqadmin import errors
@@ -55,7 +55,7 @@ class LocalOffsets:
         if one_group and group is None and len(groups) > 1:
             raise errors.UsageError(f"{path} holds offsets of several groups ({', '.join(groups)}): pass -g")
         local_notes(ctx, files)
-        return cls(str(path), files, open_admin(ctx) if has_broker(ctx) else None)
+        return cls(str(path), files, ctx.admin() if has_broker(ctx) else None)
 
     @property
     def group(self) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
-from mqadmin.timeparse import format_duration, format_java
+from mqadmin.timeparse import format_duration, format_java, format_zoned
 
 if TYPE_CHECKING:
     from mqadmin.health import GroupHealth
@@ -180,7 +180,7 @@ class GroupProgress(ResultBase):
             + [
                 q.diff,
                 q.inflight,
-                format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
+                format_zoned(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
                 format_duration(q.lag_time_ms),
             ]
             + ([signed(self._change(q))] if self.previous is not None else [])

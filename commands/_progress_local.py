@@ -15,7 +15,7 @@ from mqadmin.commands._progress import breaches_of, health_line
 from mqadmin import errors
 from mqadmin.model import MessageQueue
 from mqadmin.output import ResultBase, Table
-from mqadmin.timeparse import format_duration, format_java
+from mqadmin.timeparse import format_duration, format_zoned
 
 if TYPE_CHECKING:
     from mqadmin.context import Context
@@ -116,7 +116,7 @@ class LocalGroupProgress(ResultBase):
                 q.broker_offset,
                 q.consumer_offset,
                 q.diff,
-                format_java(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
+                format_zoned(q.last_timestamp, self.tz) if q.last_timestamp else "N/A",
                 format_duration(q.lag_time_ms),
             ]
             + ([self._status(q)] if self.health is not None else [])

@@ -294,6 +294,6 @@ def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[Messag
 
 def show_plan(env: Env, result: ResetResult) -> None:
     """The plan on stderr before the question, so the user answers knowing what will move."""
-    from mqadmin.output import _render_plain
+    from mqadmin.output import render_table
 
-    _render_plain(result.table(), env.stderr)
+    render_table(result.table(), env, env.stderr)

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqadmin.commands._common import vanished_brokers
-
-from mqadmin import errors
+from mqadmin import errors, seen
 from mqadmin.protocol import versions
 from mqadmin.registry import Opt
 
@@ -66,7 +64,7 @@ def check_reset_path(
         return
     admin = ctx.admin()
     infos = {b.broker_name: b for b in admin.cluster_brokers()}
-    gone = vanished_brokers(ctx, admin, {n: b.addr for n, b in infos.items()})
+    gone = seen.vanished(admin, ctx.now, {n: b.addr for n, b in infos.items()})
     if gone and not partial:
         names = ", ".join(v.describe(ctx.now) for v in gone)
         raise errors.UsageError(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
-from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
+from mqadmin.commands._common import group_offsets, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, REASON, TOPIC, YES, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
@@ -112,7 +112,7 @@ class CloneGroupOffsetCommand(SubCommand):
         topic: str = params.topic.strip()
         if not params.dry_run and not params.export:
             refuse_offline_write(ctx, self.name)
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         known = set(route_of(admin, topic).message_queues())
         source = {mq: w.consumer_offset for mq, w in group_offsets(admin, src, topic).items() if mq in known}
         source = {mq: o for mq, o in source.items() if o >= 0}  # as the Java tool: no offset, nothing to copy

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import open_admin
+from mqadmin.commands._common import group_offsets
 from mqadmin.commands._options import GROUP, required
 
 from mqadmin import errors
@@ -14,6 +14,9 @@ from mqadmin.model import ConsumerConnection
 from mqadmin.output import ResultBase, Table
 from mqadmin.protocol.versions import version_desc
 from mqadmin.registry import Opt, SubCommand, register
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
 
 #: what the broker's consume type means to a person (PUSH / PULL / POP)
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
@@ -109,10 +112,24 @@ class ConsumerConnectionCommand(SubCommand):
 
     def execute(self, ctx: Context, params: ConsumerConnectionParams) -> Connections:
         group, broker_addr = params.group, params.broker_addr
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         try:
             conn = admin.consumer_connections(group, broker_addr=broker_addr)
-        except errors.ConsumerNotOnline:
+        except (errors.ConsumerNotOnline, errors.ConnectError) as exc:
+            if broker_addr is not None:
+                _check_broker(admin, broker_addr)
+            if isinstance(exc, errors.ConnectError):
+                raise
+            group_offsets(admin, group)  # a group no broker knows: the "unknown consumer group" usage error
             where = f" on broker {broker_addr}" if broker_addr else ""
             raise errors.MqadminError(f"no client of consumer group {group!r} is online{where}") from None
         return Connections(group, conn, broker_addr)
+
+
+def _check_broker(admin: Admin, broker_addr: str) -> None:
+    """A -b that is no broker of the cluster is said as such, not as "no client online" (or as a
+    refused connection)."""
+    brokers = admin.cluster_brokers()
+    if broker_addr not in {b.addr for b in brokers}:
+        known = ", ".join(f"{b.broker_name} {b.addr}" for b in sorted(brokers, key=lambda b: b.broker_name))
+        raise errors.UsageError(f"-b {broker_addr} is no broker of {admin.address} (brokers: {known})")

@@ -11,7 +11,6 @@ from mqadmin.commands._common import (
     group_offsets,
     is_offline,
     missing_brokers_failure,
-    open_admin,
     store_time_at,
 )
 from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC, parse_bool
@@ -275,7 +274,7 @@ class ConsumerProgressCommand(SubCommand):
             raise errors.UsageError(
                 "--output java prints the Java tool's text, which has no status; --health is not for it"
             )
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         if group:
             result = self._one_group(ctx, group, params.topic)
             if show_ip:

@@ -143,6 +143,7 @@ class MockBrokerParams:
     frame_timeout: float
     reply_timeout: float
     max_unsent_mb: int
+    consumer: list[str] | None
 
     def __post_init__(self) -> None:
         self.acl_pair()
@@ -262,6 +263,15 @@ class MockBrokerCommand(SubCommand):
             default=256,
             metavar="MB",
         ),
+        Opt(
+            "consumer",
+            ("--consumer",),
+            "Keep a simulated consumer of GROUP online (repeatable): it heartbeats, holds every queue of the "
+            "group's topics, answers the broker's running-info asks and applies pushed resets, so "
+            "consumerConnection and consumerProgress -s true have a client to show (mqadmin extension)",
+            kind=list[str],
+            metavar="GROUP",
+        ),
     )
 
     params_type = MockBrokerParams
@@ -291,7 +301,29 @@ class MockBrokerCommand(SubCommand):
             ctx.env.note(f"namesrv {info.namesrv_addr}  (use -n {info.namesrv_addr}; Ctrl-C stops)")
 
         stop = threading.Event()
-        with _stop_on_signals(stop):
+        consumers: list[Any] = []
+
+        def ready_and_online(info: Any) -> None:
+            ready(info)
+            if params.consumer:
+                # the one client this command runs (an import-linter exception in pyproject.toml)
+                from mqadmin.remoting.simulated_consumer import SimulatedConsumer
+
+                access_key, secret_key = acl if acl else (None, None)
+                for n, group in enumerate(params.consumer, 1):
+                    consumers.append(
+                        SimulatedConsumer(
+                            info.namesrv_addr,
+                            group,
+                            client_id=f"127.0.0.1@{n}",
+                            access_key=access_key,
+                            secret_key=secret_key,
+                        )
+                    )
+                    ctx.env.note(f"consumer {group} online (simulated client 127.0.0.1@{n})")
+
+        with _stop_on_signals(stop), contextlib.ExitStack() as closing:
+            closing.callback(lambda: [c.close() for c in consumers])
             report = serve_store(
                 params.store,
                 stop=stop,
@@ -302,7 +334,7 @@ class MockBrokerCommand(SubCommand):
                 demo=params.demo,
                 acl=acl,
                 tls=tls,
-                on_ready=ready,
+                on_ready=ready_and_online,
                 idle_timeout=params.idle_timeout,
                 frame_timeout=params.frame_timeout,
                 reply_timeout=params.reply_timeout,

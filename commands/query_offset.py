@@ -11,7 +11,6 @@ from mqadmin.commands._common import (
     fan_out,
     group_offsets,
     missing_brokers_failure,
-    open_admin,
     queue_bounds,
     read_group,
     route_of,
@@ -209,7 +208,7 @@ class QueryOffsetCommand(SubCommand):
         if params.local_store:
             group = groups[0] if groups else None
             return self._local(ctx, Path(params.local_store), topics[0], group, ts, time_field, slice_size)
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         missing: dict[str, str] = {}
         bounds: list[tuple[int, int]] | None = None
         if not bulk:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._common import missing_brokers_failure, route_of, silent_brokers, vanished_brokers
+from mqadmin.commands._common import missing_brokers_failure, route_of, silent_brokers
 from mqadmin.commands._engine import Engine, EngineParams, Work, choose_engine
 from mqadmin.commands._options import (
     DRY_RUN,
@@ -22,7 +22,7 @@ from mqadmin.commands._options import (
 )
 from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, note_expired, plan_result
 
-from mqadmin import errors, journal
+from mqadmin import errors, journal, seen
 from mqadmin.context import Context
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import FORMATS_HELP, format_time
@@ -197,7 +197,7 @@ class RangeReplayCommand(SubCommand):
             missing: dict[str, str] = {}
         else:
             (plan, missing), engine_name = _plan(admin, params, begin, end), params.engine
-            for gone in vanished_brokers(ctx, admin):  # routed recently, not now: its queues are not in the plan
+            for gone in seen.vanished(admin, ctx.now):  # routed recently, not now: its queues are not in the plan
                 missing.setdefault(gone.name, f"missing from the route: {gone.where(ctx.now)}")
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz

@@ -9,7 +9,6 @@ from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import (
     fan_out,
     group_offsets,
-    open_admin,
     refuse_offline_write,
     route_of,
 )
@@ -47,8 +46,24 @@ KAFKA_FLAGS = {"to_earliest": "--to-earliest", "to_latest": "--to-latest", "shif
     "to_offset": "--to-offset"
 }
 
+#: -s values the Java tool passes to the broker as they are, which are no times to mqadmin
+#: (ResetOffsetByTimeCommand: "now" and a number are sent as is; the broker reads -1 as the max
+#: offset and searches any other number as a time, so 0 finds each queue's first message)
+JAVA_TIMESTAMPS = {
+    "0": "is the Java tool's way to say each queue's earliest message (the broker searches time 0): "
+    "mqadmin says --to-earliest",
+    "-1": "is the Java tool's way to say each queue's max offset (the broker reads -1 so): "
+    "mqadmin says --to-latest (or -s now)",
+}
+
 #: options that take one topic only (a plan over several topics has no single queue or file)
 ONE_TOPIC = (("offset", "-o"), ("local_store", "--local-store"), ("exact", "--exact"))
+
+
+def _given(value: object) -> bool:
+    """Whether an option was given: a flag that is set, or any value, 0 included (``0 in (None,
+    False)`` is true in Python, which once made --to-offset 0 and --shift-by 0 vanish)."""
+    return value is not None and value is not False
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,9 @@ class ResetOffsetByTimeParams:
             self.check_one_topic(self.named_topics)
         if self.local_store and self.export:
             raise errors.UsageError("--export writes a broker plan: not with --local-store")
+        java = JAVA_TIMESTAMPS.get((self.timestamp or "").strip())
+        if java:
+            raise errors.UsageError(f"-s {(self.timestamp or '').strip()} {java}")
 
     @property
     def forced(self) -> bool:
@@ -124,17 +142,13 @@ class ResetOffsetByTimeParams:
         """-o, --local-store and --exact take one topic (with --all-topics: once the brokers said which)."""
         if len(topics) > 1:
             for dest, flag in ONE_TOPIC:
-                if getattr(self, dest) not in (None, False):
+                if _given(getattr(self, dest)):
                     raise errors.UsageError(f"{flag} takes one topic, not {len(topics)} ({','.join(topics)})")
 
     @property
     def kafka(self) -> tuple[str, int | None] | None:
         """The kafka-style target given (flag, N), None without one."""
-        given = [
-            (flag, getattr(self, dest))
-            for dest, flag in KAFKA_FLAGS.items()
-            if getattr(self, dest) not in (None, False)
-        ]
+        given = [(flag, getattr(self, dest)) for dest, flag in KAFKA_FLAGS.items() if _given(getattr(self, dest))]
         if not given:
             return None
         flag, value = given[0]
@@ -142,12 +156,12 @@ class ResetOffsetByTimeParams:
 
     def _check_target(self) -> None:
         """One target: -s, -b -q -o, or one kafka-style flag (never mixed with -s/-o)."""
-        given = [flag for dest, flag in KAFKA_FLAGS.items() if getattr(self, dest) not in (None, False)]
+        given = [flag for dest, flag in KAFKA_FLAGS.items() if _given(getattr(self, dest))]
         if len(given) > 1:
             raise errors.UsageError(f"{given[0]} and {given[1]} both choose the target: give one")
         if given:
             for dest, letter in (("timestamp", "-s"),) + ONE_TOPIC:
-                if getattr(self, dest) not in (None, False):
+                if _given(getattr(self, dest)):
                     raise errors.UsageError(f"{given[0]} chooses the target itself: drop {letter}")
         elif self.timestamp is None and self.offset is None:
             raise errors.UsageError(
@@ -300,7 +314,7 @@ def _on_brokers(
     """-s (each queue where the time lands) or -b -q -o (one queue, one offset) on the brokers."""
     topic = ",".join(topics)
     offset_opt = params.offset
-    admin = open_admin(ctx)
+    admin = ctx.admin()
     rows = _current(admin, group, topics, params.broker, params.queue)
     if offset_opt is not None:
         row = rows[0]
@@ -357,7 +371,7 @@ def _topics(ctx: Context, params: ResetOffsetByTimeParams, group: str) -> list[s
     """-t's topics, or (--all-topics) the topics the group has offsets for."""
     if not params.all_topics:
         return params.named_topics
-    admin = open_admin(ctx)
+    admin = ctx.admin()
     found = sorted({mq.topic for mq in group_offsets(admin, group)})
     found = [t for t in found if params.include_retry or not t.startswith(RETRY_PREFIX)]
     if not found:
@@ -386,7 +400,7 @@ def _kafka(
     flag, n = kafka
     if not params.dry_run and not params.export:
         refuse_offline_write(ctx, "resetOffsetByTime")
-    admin = open_admin(ctx)
+    admin = ctx.admin()
     rows = _current(admin, group, topics, params.broker, params.queue)
     clamped = []
     for r in rows:

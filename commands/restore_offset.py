@@ -12,7 +12,6 @@ from mqadmin.commands._common import (
     fan_out,
     group_offsets,
     has_broker,
-    open_admin,
     refuse_offline_write,
     route_of,
 )
@@ -26,7 +25,7 @@ from mqadmin import errors
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue
 from mqadmin.registry import Opt, SubCommand, register
-from mqadmin.safety import OffsetBackup
+from mqadmin.safety import OffsetBackup, read_text_file
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -137,7 +136,7 @@ class RestoreOffsetCommand(SubCommand):
             ctx.env.note(f"restoring to {backup.address}, the address recorded in the backup")
         if not params.dry_run:
             refuse_offline_write(ctx, "restoreOffset")
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
         rows = _broker_rows(ctx, admin, backup, params.clamp)
         result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
@@ -207,12 +206,7 @@ def read_plan_csv(path: Path, group: str | None) -> OffsetBackup:
     checks (queues exist, offsets inside [min, max]) follow as for a backup."""
     import csv
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise errors.UsageError(f"plan file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise errors.UsageError(f"plan file {path} is not readable: {exc}") from None
+    text = read_text_file(path, "plan file")
     reader = csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
     header = [h.strip() for h in reader.fieldnames or []]
     need = ["topic", "broker", "queue", "offset"] + ([] if group else ["group"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
-from mqadmin.commands._common import group_offsets, open_admin, refuse_offline_write, route_of
+from mqadmin.commands._common import group_offsets, refuse_offline_write, route_of
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, REASON, TOPIC, YES, parse_bool, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
@@ -81,7 +81,7 @@ class SkipAccumulatedMessageCommand(SubCommand):
         force = params.forced
         if not params.dry_run and not params.export:
             refuse_offline_write(ctx, self.name)
-        admin = open_admin(ctx)
+        admin = ctx.admin()
         queues = route_of(admin, topic).message_queues()
         current = {mq: w.consumer_offset for mq, w in group_offsets(admin, group, topic).items()}
         rows = current_rows(admin, queues, current)

@@ -34,8 +34,8 @@ COMMON_OPTIONS: tuple[Opt, ...] = (
         "output",
         ("--output",),
         "Result format: table (default), json, csv, or java (the Java tool's text, where a command has it)",
-        default="table",
         choices=FORMATS,
+        metavar="FORMAT",
     ),
     Opt("json_", ("--json",), "Same as --output json", kind=bool, default=False),
     Opt("tz", ("--tz",), "Time zone for times without an offset and for display (default: local)", metavar="ZONE"),
@@ -122,6 +122,8 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
     watch: float | None = params.pop("watch", None)  # RUN_OPTIONS
     output_file: str | None = params.pop("output_file", None)
     reason: str | None = params.pop("reason", None)
+    if output_file and os.path.isdir(output_file):  # refused before any work, not after it
+        raise UsageError(f"--output-file {output_file} is a directory: name the file to write")
     for opt in cls.options:
         if opt.choices and params.get(opt.dest) is not None and params[opt.dest] not in opt.choices:
             raise UsageError(
@@ -169,7 +171,10 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
 
 def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) -> str:
     """The output format asked for, if this command has it (and --watch can show it)."""
-    fmt: str = "json" if common.get("json_") else common.get("output", "table")
+    asked: str | None = common.get("output")
+    if common.get("json_") and asked not in (None, "json"):
+        raise UsageError(f"--json is --output json: not with --output {asked}")
+    fmt: str = "json" if common.get("json_") else (asked or "table")
     if fmt not in FORMATS:
         raise UsageError(f"--output must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if fmt in EXTRA_FORMATS and fmt not in cls.extra_formats:
@@ -225,13 +230,39 @@ class MqadminGroup(typer.core.TyperGroup):
         return build_command(lookup(cmd_name), self.env)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        cls = lookup(args[0])
+        cls = _resolve(args[0], self.env)
         return cls.name, build_command(cls, self.env), args[1:]
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = [(c.name, f"{c.summary()} (alias: {c.kebab()})") for c in commands()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _resolve(name: str, env: Env) -> type[SubCommand]:
+    """The command named; on a terminal, a name that means one command (``reset``) asks whether
+    to run that one (as git's autocorrect asks); anything but yes is the usage error."""
+    from mqadmin.registry import UnknownCommand
+
+    try:
+        return lookup(name)
+    except UnknownCommand as exc:
+        if len(exc.suggested) != 1 or not (env.stdin_tty and env.stderr_tty):
+            raise
+        env.stderr.write(f"{PROG}: unknown command {name!r}: run {exc.suggested[0]} instead? [y/N] ")
+        env.stderr.flush()
+        assert env.stdin is not None
+        if env.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise
+        return lookup(exc.suggested[0])
+
+
+#: ``mqadmin help help``
+HELP_USAGE = (
+    f"Usage: {PROG} help [COMMAND]\n\n"
+    f"  The help of COMMAND (the same as '{PROG} COMMAND --help'); without COMMAND, the list of\n"
+    "  commands. As the Java mqadmin's help command.\n"
+)
 
 
 def build_group(env: Env) -> MqadminGroup:
@@ -284,6 +315,9 @@ def _main(args: list[str], env: Env) -> int:
     if not args:  # like the Java tool: no command prints the command table
         args = ["--help"]
     elif args[0] == "help":  # the Java tool's `mqadmin help COMMAND`
+        if args[1:2] == ["help"]:
+            env.stdout.write(HELP_USAGE)
+            return ExitCode.OK
         args = [*args[1:2], "--help"]
     env.argv = args
     group = build_group(env)

@@ -14,6 +14,7 @@ Profiles live in ``$MQADMIN_HOME/config.ini`` (default ``~/.mqadmin/config.ini``
 
 from __future__ import annotations
 
+import ast
 import configparser
 import os
 from pathlib import Path
@@ -43,9 +44,14 @@ def load_profile(name: str | None) -> dict[str, str]:
         return {}
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read(path)
+        with open(path, encoding="utf-8") as f:
+            parser.read_file(f)
     except configparser.Error as exc:
-        raise UsageError(f"{path} is not a valid config file: {exc.message}") from None
+        raise UsageError(f"{path} is not a valid config file: {_config_problem(exc)}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not a valid config file: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     section = wanted or "default"
     if not parser.has_section(section):
         if wanted:
@@ -55,6 +61,35 @@ def load_profile(name: str | None) -> dict[str, str]:
     if unknown:
         raise UsageError(f"unknown key(s) {', '.join(sorted(unknown))} in [{section}] of {path}")
     return dict(parser[section])
+
+
+def _config_problem(exc: configparser.Error) -> str:
+    """What is wrong with config.ini, in one line (configparser's text spans lines and shows reprs)."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno}: {exc.line.strip()!r} comes before any [section] header"
+    if isinstance(exc, configparser.ParsingError) and exc.errors:
+        lineno, shown = exc.errors[0]  # configparser keeps the line as its repr
+        try:
+            line = str(ast.literal_eval(shown))
+        except (ValueError, SyntaxError):
+            line = shown
+        return f"line {lineno}: {line.strip()!r} is neither [section] nor key = value"
+    if isinstance(exc, configparser.DuplicateSectionError):
+        return f"line {exc.lineno}: section [{exc.section}] appears twice"
+    if isinstance(exc, configparser.DuplicateOptionError):
+        return f"line {exc.lineno}: key {exc.option!r} appears twice in [{exc.section}]"
+    return " ".join(exc.message.split())
+
+
+def _check_readable(where: str, path: str) -> None:
+    """A TLS file that cannot be read is named with the option (or profile key) that gave it."""
+    if os.path.isdir(path):
+        raise UsageError(f"{where}: a directory, not a PEM file")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror or exc}") from None
 
 
 def connection_settings(common: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -69,8 +104,11 @@ def connection_settings(common: dict[str, Any]) -> tuple[str | None, dict[str, A
     if bool(options.get("access_key")) != bool(options.get("secret_key")):
         raise UsageError("ACL needs both an access key and a secret key")
     for key in ("tls_ca", "tls_cert", "tls_key"):
-        value = common.get(key) or profile.get(key)
+        from_option = common.get(key)
+        value = from_option or profile.get(key)
         if value:
+            where = f"--{key.replace('_', '-')} {value}" if from_option else f"{key} = {value} in {config_path()}"
+            _check_readable(where, value)
             options[key] = value
     tls_flag = common.get("tls") or profile.get("tls", "").lower() in ("1", "true", "yes")
     if tls_flag or any(k in options for k in ("tls_ca", "tls_cert")):

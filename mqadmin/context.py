@@ -41,7 +41,8 @@ class Context:
     _warned: set[str] = field(default_factory=set)
 
     def admin(self, *, write: bool = False) -> Admin:
-        """Open the backend once per run; a writer re-opens a read-only embedded store."""
+        """Open the backend once per run (a writer re-opens a read-only embedded store) and say what
+        the backend has to say about its data, once."""
         if self._admin is not None and (self._admin_ro is False or not write):
             return self._admin
         from mqadmin.admin import connect
@@ -50,6 +51,12 @@ class Context:
             self._admin.close()
         self._admin = connect(self.address, timeout=self.timeout, read_only=not write, **self.connect_options)
         self._admin_ro = not write
+        for note in self._admin.notes:
+            self.warn_once(str(note))
+        from mqadmin import seen
+
+        for gone in seen.vanished(self._admin, self.now):
+            self.warn_once(seen.missing_line(gone, self._admin.address, self.now))
         return self._admin
 
     def warn_once(self, message: str) -> None:
@@ -71,7 +78,7 @@ class Context:
         return self.now
 
     def time(self, text: str) -> int:
-        return parse_time(text, now=self.now, tz=self.tz)
+        return parse_time(text, now=self.now, tz=self.tz, warn=self.env.warn)
 
     def confirm(self, question: str) -> bool:
         """Ask on a terminal; scripts (stdin not a terminal) and --yes proceed, as the Java tool."""

@@ -157,16 +157,26 @@ def render(result: Result, fmt: str, env: Env) -> None:
     env.stdout.flush()
 
 
+def render_table(table: Table, env: Env, stream: TextIO) -> None:
+    """``table`` on ``stream`` (e.g. a plan on stderr before a question) laid out as a result is
+    there: the terminal layouts on a terminal (numbers right-aligned), plain columns otherwise."""
+    if _isatty(stream):
+        _render_rich(table, Env(stdout=stream, stderr=env.stderr, stdin=env.stdin, color=env.color))
+    else:
+        _render_plain(table, stream)
+
+
 def write_result(result: Result, fmt: str, env: Env, path: str) -> None:
     """``--output-file``: the rendered result replaces ``path`` atomically (temp file + rename), so
-    a reader such as node_exporter's textfile collector never sees half of it."""
+    a reader such as node_exporter's textfile collector never sees half of it; its mode follows the
+    umask, as a file the shell writes would, so such a reader running as another user can read it."""
     import io
 
     from mqadmin.safety import atomic_write
 
     buffer = io.StringIO()
     render(result, fmt, Env(stdout=buffer, stderr=env.stderr, stdin=None, color=False))
-    atomic_write(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue(), shared=True)
 
 
 #: the resolved times every result echoes (JSON keys → CSV columns): CSV has no footer, so each
@@ -227,7 +237,11 @@ def _render_rich(table: Table, env: Env) -> None:
     optional columns (a note names them); else one block per row."""
     from rich.console import Console
 
-    console = Console(file=env.stdout, no_color=not env.use_color(env.stdout), highlight=False, emoji=False)
+    color = env.use_color(env.stdout)
+    # no colour means no escapes at all: rich's no_color keeps bold and the like, color_system=None drops them
+    console = Console(
+        file=env.stdout, color_system="auto" if color else None, no_color=not color, highlight=False, emoji=False
+    )
     cells = [[_cell(c) for c in row] for row in table.rows]
     ncol = len(table.columns)
     numeric = [any(isinstance(r[i], int | float) for r in table.rows if r[i] is not None) for i in range(ncol)]

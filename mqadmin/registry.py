@@ -161,12 +161,30 @@ def lookup(name: str) -> type[SubCommand]:
     cls = _REGISTRY.get(name.lower())
     if cls is not None:
         return cls
+    raise UnknownCommand(name, suggestions(name))
+
+
+class UnknownCommand(UsageError):
+    """No command has this name; ``suggested`` are the commands it most likely meant."""
+
+    def __init__(self, name: str, suggested: list[str]) -> None:
+        self.suggested = suggested
+        hint = f" (did you mean {' or '.join(repr(s) for s in suggested)}?)" if suggested else ""
+        super().__init__(f"unknown command {name!r}{hint}; 'mqadmin --help' lists the commands")
+
+
+def suggestions(name: str) -> list[str]:
+    """The commands a mistyped name means: those it begins (``reset`` -> resetOffsetByTime, ``skip``,
+    ``clone``), else the closest spelling (``consumerProgres``)."""
     canonical = {k: c.name for c in commands() for k in (c.name.lower(), c.kebab().lower())}
+    key = name.lower()
+    begun = sorted({c for k, c in canonical.items() if len(key) >= 3 and k.startswith(key)})
+    if begun:
+        return begun
     import difflib
 
-    close = difflib.get_close_matches(name.lower(), list(canonical), n=1, cutoff=0.5)
-    hint = f" (did you mean {canonical[close[0]]!r}?)" if close else ""
-    raise UsageError(f"unknown command {name!r}{hint}; 'mqadmin --help' lists the commands")
+    close = difflib.get_close_matches(key, list(canonical), n=1, cutoff=0.5)
+    return [canonical[close[0]]] if close else []
 
 
 def temporarily_registered(cls: type[SubCommand]) -> Callable[[], None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -14,18 +15,27 @@ from mqadmin.errors import StoreError, UsageError
 BACKUP_FORMAT = "mqadmin-offset-backup/1"
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, keep_bak: bool = False) -> None:
+def atomic_write(
+    path: str | os.PathLike[str], data: bytes | str, *, keep_bak: bool = False, shared: bool = False
+) -> None:
     """Write via a temp file + fsync + rename, so readers see the old or the new file, never half.
 
     With ``keep_bak`` the previous content is kept as ``<name>.bak`` first, as RocketMQ's
     config writer does (its readers fall back to the .bak when the main file is broken).
+    The file is private (0600, as the temp file is made) unless ``shared``: then its mode is
+    what the umask gives a new file, as for a file the shell creates (a file for other
+    programs, e.g. node_exporter's textfile collector running as another user).
     """
     target = Path(path)
     raw = data.encode() if isinstance(data, str) else data
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            if shared:
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
@@ -39,9 +49,31 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, keep_bak: b
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name it
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):  # name the file asked for, not the temp
             raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A file the user named (a backup, a plan) as UTF-8 text; a usage error that names it and
+    says plainly what it is instead (missing, a directory, unreadable, binary)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path} is not text (not UTF-8 at byte {exc.start}): is it the right file?") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
 def atomic_copy(src: Path, dst: Path) -> None:
@@ -110,12 +142,13 @@ class OffsetBackup:
     @staticmethod
     def read(path: str | os.PathLike[str]) -> OffsetBackup:
         p = Path(path)
+        text = read_text_file(p, "backup file")
         try:
-            doc = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"backup file {p} does not exist") from None
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise UsageError(f"backup file {p} is not readable JSON: {exc}") from None
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"backup file {p} is not readable JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
         if not isinstance(doc, dict) or doc.get("format") != BACKUP_FORMAT:
             raise UsageError(f"{p} is not an mqadmin offset backup (no format {BACKUP_FORMAT!r})")
         try:

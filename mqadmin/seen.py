@@ -14,10 +14,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from mqadmin import errors
 from mqadmin.config import default_home
 from mqadmin.safety import atomic_write
+
+if TYPE_CHECKING:
+    from mqadmin.admin import Admin
 
 #: a broker seen within this long and missing now is reported; older sightings are forgotten
 RECENT_MS: Final = 7 * 24 * 3600 * 1000
@@ -86,3 +90,24 @@ def compare_and_record(
     except OSError:
         pass  # a read-only home must not stop a query
     return missing
+
+
+def vanished(admin: Admin, now_ms: int, routed: Mapping[str, str] | None = None) -> list[Vanished]:
+    """Brokers the admin's name server routed recently and not now (and the sighting recorded);
+    ``routed``: the brokers routed now, when the caller has them. Stores and mock addresses have
+    no name server, so nothing vanishes there."""
+    if "://" in admin.address or admin.address.startswith("mock"):
+        return []
+    if routed is None:
+        try:
+            routed = {b.broker_name: b.addr for b in admin.cluster_brokers(probe=False)}
+        except errors.MqadminError:
+            return []  # the command itself will say what is wrong
+    return compare_and_record(admin.address, routed, now_ms)
+
+
+def missing_line(gone: Vanished, address: str, now_ms: int) -> str:
+    return (
+        f"broker {gone.describe(now_ms)} is missing from the route of {address} (crashed, stopped or cut off?): "
+        "what follows covers only the brokers routed now"
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 
 from mqadmin.errors import UsageError
@@ -46,13 +47,38 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _local(naive: datetime, tz: tzinfo | None) -> int:
-    aware = naive.replace(tzinfo=tz) if tz is not None else naive.astimezone()
-    return int(aware.timestamp() * 1000)
+def _local(naive: datetime, tz: tzinfo | None, warn: Callable[[str], None] | None = None) -> int:
+    """A wall-clock time in ``tz`` (None: the local zone). A time the clocks skip (a DST gap) or
+    show twice (the hour after DST ends) has no single meaning: the instant taken (Python's
+    fold=0, i.e. read with the offset in force before the change) is said through ``warn``."""
+
+    def aware(fold: int) -> datetime:
+        moved = naive.replace(fold=fold)
+        return moved.replace(tzinfo=tz) if tz is not None else moved.astimezone()
+
+    first, second = aware(0), aware(1)
+    if warn is not None and first.utcoffset() != second.utcoffset():
+        zone = getattr(tz, "key", None) or (str(tz) if tz is not None else "the local time zone")
+        taken = format_time(int(first.timestamp() * 1000), tz)
+        wall = naive.isoformat(timespec="minutes")
+        # the instant read back as a wall-clock time: another time when the wall time does not exist
+        back = datetime.fromtimestamp(first.timestamp(), tz).replace(tzinfo=None)
+        if back != naive:
+            warn(f"{wall} does not exist in {zone} (the clocks skip it at the DST change): took {taken}")
+        else:
+            other = format_time(int(second.timestamp() * 1000), tz)
+            warn(
+                f"{wall} happens twice in {zone} (the clocks go back at the DST change): took the first, {taken} "
+                f"(the second is {other}); write the offset to choose"
+            )
+    return int(first.timestamp() * 1000)
 
 
-def parse_time(text: str, *, now: int | None = None, tz: tzinfo | None = None) -> int:
-    """Epoch ms for ``text``; raises UsageError with the accepted formats on anything else."""
+def parse_time(
+    text: str, *, now: int | None = None, tz: tzinfo | None = None, warn: Callable[[str], None] | None = None
+) -> int:
+    """Epoch ms for ``text``; raises UsageError with the accepted formats on anything else.
+    ``warn`` hears when a local time was ambiguous (DST) and which instant was taken."""
     value = text.strip()
     current = now_ms() if now is None else now
     if value.lower() == "now":
@@ -65,11 +91,16 @@ def parse_time(text: str, *, now: int | None = None, tz: tzinfo | None = None) -
     if m:
         try:
             y, mo, d, h, mi, s, ms = (int(g) for g in m.groups())
-            return _local(datetime(y, mo, d, h, mi, s, ms * 1000), tz)
+            return _local(datetime(y, mo, d, h, mi, s, ms * 1000), tz, warn)
         except ValueError as exc:
             raise UsageError(f"invalid time {text!r}: {exc}") from None
     if re.fullmatch(r"-?\d+", value):
         digits = value.lstrip("-")
+        if value.startswith("-"):
+            raise UsageError(
+                f"time {text!r}: a negative number is no time (epoch ms count from 1970); "
+                "a time relative to now has a unit, e.g. -15m, -2h, -1d"
+            )
         if len(digits) == 10:
             raise UsageError(
                 f"time {text!r} looks like epoch seconds; mqadmin takes milliseconds (did you mean {value}000?)"
@@ -86,7 +117,7 @@ def parse_time(text: str, *, now: int | None = None, tz: tzinfo | None = None) -
         raise UsageError(f"cannot read time {text!r}: expected {FORMATS_HELP}") from None
     if parsed.tzinfo is not None:
         return int(parsed.timestamp() * 1000)
-    return _local(parsed, tz)
+    return _local(parsed, tz, warn)
 
 
 def format_time(ms: int | None, tz: tzinfo | None = None) -> str | None:
@@ -103,6 +134,14 @@ def format_java(ms: int, tz: tzinfo | None = None) -> str:
     dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     dt = dt.astimezone(tz) if tz is not None else dt.astimezone()
     return dt.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_zoned(ms: int, tz: tzinfo | None = None) -> str:
+    """``yyyy-MM-dd HH:mm:ss+08:00``: the Java tool's LastTime with the zone it is in, for tables
+    read by people who may not share the zone (--output java keeps the Java text)."""
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    dt = dt.astimezone(tz) if tz is not None else dt.astimezone()
+    return dt.isoformat(sep=" ", timespec="seconds")
 
 
 def parse_duration_ms(text: str) -> int:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import CliResult, Store
+
+from tests.support.terminal import Terminal
 
 
 def test_help_lists_every_command(cli_proc: Callable[..., CliResult]) -> None:
@@ -273,3 +278,70 @@ def test_slice_size_is_checked_before_any_broker_is_asked(cli: Callable[..., Cli
             scan = cli("queryOffset", *common, "-s", "-1h", "--time-field", "born")
             for r in (replay, scan):
                 assert r.code == 2 and one_error_line(r) == "mqadmin: error: --slice-size must be at least 1"
+
+
+def test_json_with_another_output_format_is_a_conflict(cli: Callable[..., CliResult]) -> None:
+    """--json is --output json: with another --output one of them would be ignored."""
+    for fmt in ("csv", "table", "java"):
+        r = cli("queryOffset", "-n", "127.0.0.1:1", "-t", "TopicTest", "--json", "--output", fmt)
+        assert r.code == 2 and r.stdout == ""
+        assert one_error_line(r) == f"mqadmin: error: --json is --output json: not with --output {fmt}"
+
+
+def test_address_with_a_scheme_is_a_usage_error(cli: Callable[..., CliResult]) -> None:
+    """No DNS look-up of "http": a malformed address is refused before any connection."""
+    for address, host in (("http://nshost:9876", "nshost:9876"), ("10.0.0.5:9876;rocketmq://b:9876", "b:9876")):
+        r = cli("queryOffset", "-n", address, "-t", "TopicTest", "--timeout", "1")
+        assert r.code == 2 and r.stdout == "", r.stderr
+        line = one_error_line(r)
+        assert "a name server address is host:port without a scheme" in line and f"e.g. {host}" in line
+
+
+def test_a_name_that_begins_a_command_suggests_it(cli: Callable[..., CliResult]) -> None:
+    """`reset` means resetOffsetByTime (not restoreOffset, the opposite operation)."""
+    cases = {
+        "reset": "'resetOffsetByTime'",
+        "resetOffset": "'resetOffsetByTime'",
+        "skip": "'skipAccumulatedMessage'",
+        "clone": "'cloneGroupOffset'",
+        "consumer": "'consumerConnection' or 'consumerProgress'",
+        "consumerProgres": "'consumerProgress'",
+    }
+    for name, meant in cases.items():
+        r = cli(name, "-n", "mock://demo")
+        assert r.code == 2 and f"unknown command {name!r} (did you mean {meant}?)" in one_error_line(r)
+
+
+def test_help_help(cli_proc: Callable[..., CliResult]) -> None:
+    r = cli_proc("help", "help")
+    assert r.code == 0 and r.stderr == "" and r.stdout.startswith("Usage: mqadmin help [COMMAND]")
+
+
+@pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 2)])
+def test_on_a_terminal_the_one_command_meant_is_offered(
+    answer: str, code: int, make_store: Callable[..., Store], mqadmin_home: Path
+) -> None:
+    """As git's autocorrect asks: yes runs the command meant (here a dry run), anything else is the
+    usage error; nothing runs without the answer."""
+    store = make_store(count=16, groups={"g": None})
+    argv = [sys.executable, "-m", "mqadmin", "reset", "-n", store.address, "-g", "g", "-t", "TopicTest"]
+    env = {**os.environ, "MQADMIN_HOME": str(mqadmin_home), "NO_COLOR": "1"}
+    with Terminal([*argv, "--to-earliest", "--dry-run"], cols=200, env=env) as term:
+        term.wait_for(lambda s: "run resetOffsetByTime instead? [y/N]" in s)
+        term.send(answer + "\r")
+        assert term.wait() == code
+        screen = term.text()
+    if answer == "y":
+        assert "Dry run: nothing was changed." in screen and "Target: --to-earliest" in screen
+    else:
+        assert "mqadmin: error: unknown command 'reset' (did you mean 'resetOffsetByTime'?)" in screen
+        assert "Dry run" not in screen
+
+
+def test_a_mock_name_that_is_no_store_leaves_nothing_behind(cli: Callable[..., CliResult], mqadmin_home: Path) -> None:
+    """A typo (mock://dmeo) is refused with the store it may mean; only mock://demo is made on first use."""
+    r = cli("queryOffset", "-n", "mock://dmeo", "-t", "TopicTest")
+    assert r.code == 2 and r.stdout == ""
+    assert "no mock store at mock://dmeo" in one_error_line(r) and "did you mean mock://demo?" in r.stderr
+    assert not (mqadmin_home / "mock" / "dmeo").exists()
+    assert cli("queryOffset", "-n", "mock://demo", "-t", "TopicTest").code == 0

@@ -40,3 +40,35 @@ def test_bad_profiles_and_half_credentials(mqadmin_home: Path) -> None:
         connection_settings({"profile": "nope"})
     with pytest.raises(UsageError, match="both an access key and a secret key"):
         connection_settings({"access_key": "only"})
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[default\nnamesrv = x\n", "line 1: '[default' comes before any [section] header"),
+        ("[default]\nnamesrv\n", "line 2: 'namesrv' is neither [section] nor key = value"),
+        ("[a]\n[a]\n", "line 2: section [a] appears twice"),
+        ("[a]\nx = 1\nx = 2\n", "line 3: key 'x' appears twice in [a]"),
+    ],
+)
+def test_a_broken_config_is_one_line_naming_file_and_line(mqadmin_home: Path, text: str, problem: str) -> None:
+    write_config(mqadmin_home, text)
+    with pytest.raises(UsageError) as caught:
+        connection_settings({})
+    message = str(caught.value)
+    assert message == f"{mqadmin_home / 'config.ini'} is not a valid config file: {problem}"
+    assert "\n" not in message and "PosixPath" not in message
+    (mqadmin_home / "config.ini").write_bytes(b"\xff\xfe[default]\n")
+    with pytest.raises(UsageError, match="config.ini is not a valid config file: it is not UTF-8 text$"):
+        connection_settings({})
+
+
+def test_a_tls_file_that_cannot_be_read_is_named_with_where_it_came_from(mqadmin_home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(UsageError, match=f"^--tls-ca {missing}: No such file or directory$"):
+        connection_settings({"tls_ca": str(missing)})
+    with pytest.raises(UsageError, match=f"^--tls-cert {tmp_path}: a directory, not a PEM file$"):
+        connection_settings({"tls_cert": str(tmp_path)})
+    write_config(mqadmin_home, f"[default]\ntls_key = {missing}\n")
+    with pytest.raises(UsageError, match=f"^tls_key = {missing} in {mqadmin_home / 'config.ini'}: No such file"):
+        connection_settings({})

@@ -10,6 +10,7 @@ import pytest
 
 from mqadmin import errors, names
 from mqadmin.mock.backend import open_mock
+from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.store import BrokerStore
 from mqadmin.model import Message, MessageQueue
 from tests.conftest import CliResult
@@ -69,6 +70,7 @@ def test_commands_accept_several_good_names(cli: Callable[..., CliResult]) -> No
 
 
 def test_embedded_backend_refuses_bad_names(tmp_path: Path) -> None:
+    MockCluster.create(tmp_path / "store").close()
     admin = open_mock(f"mock://{tmp_path / 'store'}")
     try:
         mq = MessageQueue("../../escaped", "broker-a", 0)

@@ -14,8 +14,10 @@ import sys
 import termios
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -38,12 +40,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"mock://{root}"
 
 
-def run_in_pty(args: list[str], columns: int, home: Path) -> str:
-    """mqadmin on a pty of ``columns`` x 40 (TIOCSWINSZ), as a terminal would run it."""
+def run_in_pty(args: list[str], columns: int, home: Path, *, raw: bool = False, no_color: bool = True) -> str:
+    """mqadmin on a pty of ``columns`` x 40 (TIOCSWINSZ), as a terminal would run it (``raw``:
+    its bytes as written, escapes and all)."""
     pid, fd = pty.fork()
     if pid == 0:  # child: the terminal is set up before exec, so the size is there at start
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # pytest sets them
-        env.update(MQADMIN_HOME=str(home), NO_COLOR="1", TERM="xterm")
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}  # pytest sets them
+        env.update(MQADMIN_HOME=str(home), TERM="xterm", **({"NO_COLOR": "1"} if no_color else {}))
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         os.execve(sys.executable, [sys.executable, "-m", "mqadmin", *args], env)
     out = b""
@@ -64,7 +67,7 @@ def run_in_pty(args: list[str], columns: int, home: Path) -> str:
         os.close(fd)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
-    return ANSI.sub("", out.decode()).replace("\r\n", "\n")
+    return (out.decode() if raw else ANSI.sub("", out.decode())).replace("\r\n", "\n")
 
 
 def json_of(args: list[str], home: Path) -> Any:
@@ -186,3 +189,89 @@ def test_scanned_time_field_column_is_hidden_once_with_the_store_time(demo: str,
         text.split()
     )
     assert "…" not in text and re.search(r"^broker-a\s+0\s+0\s+2500\s+2223\s+277\s+\d+$", text, re.M), text
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_output_file_mode_follows_the_umask(tmp_path: Path, umask: int) -> None:
+    """A file for another program (node_exporter reads the textfile as its own user): the mode a
+    new file gets from the shell, whether it is created or replaced; no temp file left behind."""
+    from mqadmin.output import Env, Table, write_result
+
+    class Doc:
+        failure = check_failure = None
+        stdout_used = False
+
+        def to_json(self) -> dict[str, Any]:
+            return {"n": 1}
+
+        def table(self) -> Table:
+            return Table(["N"], [[1]])
+
+    target = tmp_path / "out.json"
+    old = os.umask(umask)
+    try:
+        write_result(Doc(), "json", Env(), str(target))
+        assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+        target.chmod(0o600)
+        write_result(Doc(), "json", Env(), str(target))
+        assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    finally:
+        os.umask(old)
+    assert json.loads(target.read_text()) == {"n": 1} and [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_output_file_that_is_a_directory_is_named_before_any_work(demo: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqadmin", "consumerProgress", "-n", demo, "--output-file", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"mqadmin: error: --output-file {tmp_path} is a directory: name the file to write\n"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_no_color_means_no_escapes_at_all(demo: str, mqadmin_home: Path, width: int) -> None:
+    """NO_COLOR or --no-color: not even bold headers; without either, a terminal gets styles."""
+    for args in (["consumerProgress", "-n", demo, "-g", "demo_group"],):
+        assert "\x1b[" not in run_in_pty(args, width, mqadmin_home, raw=True)
+        assert "\x1b[" not in run_in_pty([*args, "--no-color"], width, mqadmin_home, raw=True, no_color=False)
+        assert "\x1b[" in run_in_pty(args, width, mqadmin_home, raw=True, no_color=False)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_plan_before_the_question_is_laid_out_as_the_result_after_it(tmp_path: Path, width: int) -> None:
+    """On a terminal the plan (stderr) and the result (stdout) share a layout: numbers right-aligned
+    in both, so a row reads the same before and after the answer."""
+    from tests.support.terminal import Terminal
+
+    root = tmp_path / "store"
+    cluster = MockCluster.create(root)
+    seed_demo(cluster, AT_MS + 1_800_000)
+    cluster.close()
+    argv = [sys.executable, "-m", "mqadmin", "resetOffsetByTime", "-n", f"mock://{root}", "-g", "demo_group"]
+    env = {**os.environ, "MQADMIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    with Terminal([*argv, "-t", "TopicTest", "--shift-by", "-3"], cols=width, rows=80, env=env) as term:
+        term.wait_for(lambda s: "[y/N]" in s, 60)
+        term.send("y\r")
+        assert term.wait(60) == 0
+        screen = term.text()
+    plan, _, result = screen.partition("[y/N] y")
+    for part in (plan, result):
+        header = next(line for line in part.splitlines() if "New Offset" in line)
+        row = re.search(r"^.*broker-a\W+0\W+0\W+2500\W+2223\W+2220\b", part, re.M)
+        assert row, screen
+        for name, value in (("Max", "2500"), ("Old Offset", "2223"), ("New Offset", "2220")):
+            end = header.index(name) + len(name)
+            assert row.group(0).index(value, len("broker-a")) + len(value) == end, (name, screen)
+
+
+def test_last_time_says_its_zone(demo: str, cli: Any) -> None:
+    """A LastTime read in another zone than it was printed in is still right: it carries its offset."""
+    doc: Any = cli("consumerProgress", "-n", demo, "-g", "demo_group", "--json").json()
+    q = next(q for q in doc["queues"] if q["last_timestamp"])
+    for zone, offset in (("Asia/Shanghai", "+08:00"), ("UTC", "+00:00")):
+        r = cli("consumerProgress", "-n", demo, "-g", "demo_group", "--tz", zone)
+        shown = datetime.fromtimestamp(q["last_timestamp"] / 1000, ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S")
+        assert f"{shown}{offset}" in r.stdout, r.stdout

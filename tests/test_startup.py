@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+from mqadmin.mock.cluster import MockCluster
 
 HEAVY = ("pyspark", "pyarrow", "mqadmin.spark", "rich", "mqadmin.remoting")
 
@@ -23,8 +26,14 @@ def test_help_imports_nothing_heavy() -> None:
     assert loaded_after(["--help"]) == set()
 
 
-def test_embedded_query_imports_nothing_heavy(tmp_path: object) -> None:
-    assert loaded_after(["queryOffset", "-n", "mock://startup-test", "-t", "T", "--json"]) == set()
+def store(tmp_path: Path) -> str:
+    """An empty mock store (a mock:// name that is no store is refused before the backend opens)."""
+    MockCluster.create(tmp_path / "store").close()
+    return f"mock://{tmp_path / 'store'}"
+
+
+def test_embedded_query_imports_nothing_heavy(tmp_path: Path) -> None:
+    assert loaded_after(["queryOffset", "-n", store(tmp_path), "-t", "T", "--json"]) == set()
 
 
 def modules_after_entry(args: list[str]) -> set[str]:
@@ -50,8 +59,8 @@ def test_help_imports_no_command_module_nor_click() -> None:
         assert "mqadmin.cli" not in loaded, args
 
 
-def test_a_command_imports_only_its_own_module() -> None:
-    loaded = modules_after_entry(["queryOffset", "-n", "mock://startup-test", "-t", "T", "--json"])
+def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
+    loaded = modules_after_entry(["queryOffset", "-n", store(tmp_path), "-t", "T", "--json"])
     commands = {m for m in loaded if m.startswith("mqadmin.commands.") and not m.startswith("mqadmin.commands._")}
     assert commands == {"mqadmin.commands.query_offset"}
 

@@ -66,3 +66,33 @@ def test_durations(text: str, ms: int) -> None:
 def test_bad_duration() -> None:
     with pytest.raises(UsageError):
         parse_duration_ms("soon")
+
+
+def test_a_negative_number_is_no_time() -> None:
+    """-1000000000000 was read as epoch ms: 1938, silently."""
+    for text in ("-1000000000000", "-100000000000", "-5"):
+        with pytest.raises(UsageError, match="a negative number is no time .* e.g. -15m"):
+            parse_time(text, now=0)
+
+
+def test_a_local_time_the_dst_change_skips_or_repeats_says_which_instant_it_took() -> None:
+    berlin = resolve_tz("Europe/Berlin")
+    said: list[str] = []
+    gap = parse_time("2026-03-29T02:30", tz=berlin, warn=said.append)
+    assert format_time(gap, berlin) == "2026-03-29T03:30:00.000+02:00"
+    assert said == [
+        "2026-03-29T02:30 does not exist in Europe/Berlin (the clocks skip it at the DST change): "
+        "took 2026-03-29T03:30:00.000+02:00"
+    ]
+    said.clear()
+    twice = parse_time("2026-10-25#02:30:00:000", tz=berlin, warn=said.append)
+    assert format_time(twice, berlin) == "2026-10-25T02:30:00.000+02:00"
+    assert said == [
+        "2026-10-25T02:30 happens twice in Europe/Berlin (the clocks go back at the DST change): took the "
+        "first, 2026-10-25T02:30:00.000+02:00 (the second is 2026-10-25T02:30:00.000+01:00); write the "
+        "offset to choose"
+    ]
+    said.clear()
+    for plain in ("2026-06-01T02:30", "2026-10-25T02:30:00+01:00", "2026-10-25T03:30"):
+        parse_time(plain, tz=berlin, warn=said.append)
+    assert said == []

@@ -157,6 +157,7 @@ complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l i
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l frame-timeout -r -d 'Close a connection whose request frame has not arrived whole this many seconds after its first byte (slowloris peers); 0 never does'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l reply-timeout -r -d 'Cut a client that leaves a reply unread this many seconds; 0 never does'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l max-unsent-mb -r -d 'Unsent replies the server holds for all clients together; past it the client with the oldest unread reply is cut'
+complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -l consumer -r -d 'Keep a simulated consumer of GROUP online (repeatable): it heartbeats, holds every queue of the group\'s topics, answers the broker\'s running-info asks and applies pushed resets, so consumerConnection and consumerProgress -s true have a client to show (mqadmin extension)'
 complete -c mqadmin -n '__fish_seen_subcommand_from mockBroker mock-broker' -s h -l help -d 'Show this message and exit.'
 complete -c mqadmin -n '__fish_seen_subcommand_from queryOffset query-offset' -s t -l topic -l topicName -r -d 'Topic, or several: A,B,C'
 complete -c mqadmin -n '__fish_seen_subcommand_from queryOffset query-offset' -l all-topics -d 'Every topic but %RETRY%, %DLQ% and system topics (mqadmin extension)'

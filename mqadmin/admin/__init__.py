@@ -40,6 +40,12 @@ class Admin(Protocol):
 
     address: str
 
+    @property
+    def notes(self) -> Sequence[str]:
+        """What the user should hear about the data behind this backend (a stale demo re-seeded, a
+        crashed broker's store, a .bak fallback): the Context prints them once per run, for every
+        command, so no caller can forget them."""
+
     # routing
     def topic_route(self, topic: str) -> TopicRoute: ...
     def cluster_brokers(self, *, probe: bool = True) -> list[BrokerInfo]: ...

@@ -60,7 +60,9 @@ def open_mock(address: str, *, read_only: bool = False) -> MockAdmin:
             raise errors.UsageError(f"{root} is not a mock broker store (no cluster.json)")
         if root.exists() and not root.is_dir():
             raise errors.UsageError(f"{root} is not a directory")
-        _create(root, demo=name == DEMO_NAME)
+        if name != DEMO_NAME:  # a typo (mock://dmeo) must not leave a new empty store behind
+            raise errors.UsageError(_no_store(address, root, name))
+        _create(root, demo=True)
     elif name == DEMO_NAME:
         from mqadmin.mock.seed import reseed_if_stale
 
@@ -69,6 +71,20 @@ def open_mock(address: str, *, read_only: bool = False) -> MockAdmin:
     admin = MockAdmin(MockCluster(root, writable=not read_only), address)
     admin.notes = notes
     return admin
+
+
+def _no_store(address: str, root: Path, name: str | None) -> str:
+    """Why ``address`` names nothing, with the stores it may have meant."""
+    import difflib
+
+    home = root.parent
+    known = sorted({DEMO_NAME} | {p.name for p in home.glob("*") if (p / "cluster.json").exists()})
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if name else []
+    hint = f"did you mean mock://{close[0]}? " if close else ""
+    return (
+        f"no mock store at {address} ({root}): {hint}mock://{DEMO_NAME} is the demo, created on first use; "
+        f"'mqadmin mockBroker --store {address}' creates an empty one"
+    )
 
 
 def _create(root: Path, *, demo: bool) -> None:

@@ -64,6 +64,9 @@ class RemotingAdmin(MessageSession):
     """``Admin`` against ``host:port[;host:port]`` name servers (thread-safe, see
     :class:`~mqadmin.remoting.session.BrokerSession`)."""
 
+    #: a live cluster's answers need no caveat (the facade's notes are for stores read directly)
+    notes: tuple[str, ...] = ()
+
     def __enter__(self) -> RemotingAdmin:
         return self
 

@@ -47,9 +47,15 @@ def split_addresses(addresses: str | Iterable[str]) -> list[str]:
 
 def parse_address(addr: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port`` into (host, port); a usage error says what is wrong."""
+    scheme, slashes, rest = addr.strip().partition("://")
+    if slashes:
+        raise errors.UsageError(
+            f"bad address {addr!r}: a name server address is host:port without a scheme ({scheme}://), e.g. {rest}"
+        )
     host, sep, port_text = addr.strip().rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) <= MAX_PORT:
+    bad_host = any(c.isspace() or c in "/?#@" for c in host)
+    if not sep or not host or bad_host or not port_text.isdigit() or not 0 < int(port_text) <= MAX_PORT:
         raise errors.UsageError(f"bad address {addr!r}: expected host:port")
     return host, int(port_text)
 

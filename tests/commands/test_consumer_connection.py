@@ -63,9 +63,15 @@ def test_lists_online_clients(door: str, make_store: Callable[..., Store], cli: 
         java = cli("consumerConnection", "-n", store.address, "-g", GROUP, "--output", "java")
         one: Any = cli("consumerConnection", "-n", store.address, "-g", GROUP, "-b", addrs["broker-b"], "--json").json()
         nobody = cli("consumerConnection", "-n", store.address, "-g", "nobody", "-b", addrs["broker-b"])
+        nosuch = cli("consumerConnection", "-n", store.address, "-g", GROUP, "-b", "127.0.0.1:1")
     assert one["broker_addr"] == addrs["broker-b"] and len(one["clients"]) == 2
-    assert nobody.code == 1 and f"no client of consumer group 'nobody' is online on broker {addrs['broker-b']}" in (
-        nobody.stderr
+    # an unknown group and a -b that is no broker are named as such, not as "no client online"
+    assert nobody.code == 2 and nobody.stderr == (
+        "mqadmin: error: unknown consumer group 'nobody': it has no offsets on any broker\n"
+    )
+    known = ", ".join(f"{name} {addr}" for name, addr in sorted(addrs.items()))
+    assert nosuch.code == 2 and nosuch.stderr == (
+        f"mqadmin: error: -b 127.0.0.1:1 is no broker of {store.address} (brokers: {known})\n"
     )
     assert [c["client_id"] for c in doc["clients"]] == ["10.0.0.8@111", "10.0.0.9@222"]
     assert all(c["language"] == "JAVA" and c["version_desc"] == version_desc(JAVA_V4_9_7) for c in doc["clients"])

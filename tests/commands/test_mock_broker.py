@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +163,39 @@ def test_the_acl_pair_from_a_file_or_the_environment_stays_out_of_the_process_li
         proc.wait(30)
     assert proc.returncode == 0, "".join(lines)
     assert SECRET not in "".join(lines)
+
+
+def test_consumer_keeps_a_simulated_client_of_the_group_online(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    """--consumer G: consumerConnection shows the client, -s true names it as every queue's holder."""
+    from mqadmin.mock.cluster import MockCluster
+    from mqadmin.mock.seed import commit_at_time, fill_topic
+
+    cluster = MockCluster.create(tmp_path / "store")
+    fill_topic(cluster, "TopicTest", 40, 1_700_000_000_000, 1_700_000_100_000)
+    for broker in cluster.brokers.values():
+        commit_at_time(broker, "g", "TopicTest", None)
+    cluster.close()
+    args = ["mockBroker", "-n", f"mock://{tmp_path / 'store'}", "--port", "0", "--consumer", "g"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mqadmin", *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any("consumer g online" in line for line in lines):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        found = re.search(r"namesrv (\S+)", next(line for line in lines if "namesrv " in line))
+        assert found is not None
+        conn: Any = cli("consumerConnection", "-n", found.group(1), "-g", "g", "--json").json()
+        progress: Any = cli("consumerProgress", "-n", found.group(1), "-g", "g", "-s", "true", "--json").json()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        reader.join(10)
+    assert proc.returncode == 0, "".join(lines)
+    assert [c["client_id"] for c in conn["clients"]] == ["127.0.0.1@1"] and "TopicTest" in conn["subscriptions"]
+    held = {q["client_ip"] for q in progress["queues"] if q["topic"] == "TopicTest"}
+    assert held == {"127.0.0.1"}

@@ -110,3 +110,30 @@ def test_help_names_them_as_extensions(cli_proc: Callable[..., CliResult]) -> No
     for flag in ("--to-earliest", "--to-latest", "--shift-by", "--to-offset"):
         text = " ".join(blocks[flag].split())
         assert "mqadmin extension" in text and "groups --" in text, (flag, text)
+
+
+def test_zero_is_a_value(make_store: Callable[..., Store], cli: Callable[..., CliResult], mqadmin_home: Any) -> None:
+    """0 is an offset and a shift like any other: never read as "not given"."""
+    store = make_store(count=800, groups={"g": int(time.time() * 1000) - HOUR_MS})
+    before = offsets(store, "g")
+    refused = [
+        (("-s", "-1h", "--to-offset", "0"), "--to-offset chooses the target itself: drop -s"),
+        (("--to-latest", "--shift-by", "0"), "--to-latest and --shift-by both choose the target"),
+        (
+            ("--to-offset", "0", "-b", "broker-a", "-q", "0", "-o", "0"),
+            "--to-offset chooses the target itself: drop -o",
+        ),
+    ]
+    for args, message in refused:
+        r = cli(*RESET, "-n", store.address, "-g", "g", "-t", "TopicTest", *args)
+        assert r.code == 2 and message in r.stderr and r.stdout == "", (args, r.stderr)
+    r = cli(*RESET, "-n", store.address, "-g", "g", "-t", "TopicTest,Other", "-b", "broker-a", "-q", "0", "-o", "0")
+    assert r.code == 2 and "-o takes one topic, not 2" in r.stderr, r.stderr
+    assert offsets(store, "g") == before and not (mqadmin_home / "backups").exists()
+    r, rows = plan(store, cli, "--shift-by", "0")
+    assert r.code == 0 and "nothing to change" in r.stderr, r.stderr
+    assert offsets(store, "g") == before
+    r, rows = plan(store, cli, "--to-offset", "0")
+    assert r.code == 0, r.stderr
+    assert {q["new_offset"] for q in rows.values()} == {0} and r.json()["notes"][0] == "Target: --to-offset 0"  # type: ignore[index]
+    assert set(offsets(store, "g").values()) == {0}

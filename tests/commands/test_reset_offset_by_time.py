@@ -282,3 +282,28 @@ def test_option_rules_refuse_before_any_broker_is_asked(
     r = cli(args[0], "-n", NO_BROKER, *args[1:])
     assert r.code == 2 and message in r.stderr and r.stdout == "", r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_java_tools_0_and_minus_1_point_at_the_flags_that_say_them(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], mqadmin_home: Path
+) -> None:
+    """The Java tool sends -s as a number to the broker: -1 is the max offset, 0 finds each queue's
+    first message. mqadmin names those targets with flags; the numbers are refused, saying which."""
+    store = make_store(count=80, groups={"g": None})
+    for value, flag in (("0", "--to-earliest"), ("-1", "--to-latest")):
+        r = cli("resetOffsetByTime", "-n", store.address, "-g", "g", "-t", "TopicTest", "-s", value, "--yes")
+        assert r.code == 2 and r.stdout == "", r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"mqadmin: error: -s {value} is the Java tool's way to say") and flag in line
+    assert not (mqadmin_home / "backups").exists()
+
+
+def test_dst_ambiguous_time_warns_with_the_instant_taken(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    store = make_store(count=80, groups={"g": None})
+    args = ("-n", store.address, "-g", "g", "-t", "TopicTest", "--tz", "Europe/Berlin", "--dry-run", "--json")
+    r = cli("resetOffsetByTime", *args, "-s", "2025-10-26T02:30")
+    assert r.code == 0, r.stderr
+    assert "2025-10-26T02:30 happens twice in Europe/Berlin" in r.stderr
+    assert r.json()["timestamp_iso"] == "2025-10-26T02:30:00.000+02:00"  # type: ignore[index]

@@ -158,3 +158,22 @@ def test_an_offset_that_is_not_a_json_integer_is_refused(
             assert len(res.stderr.strip().splitlines()) == 1
             assert set(offsets(store).values()) == {0}
             assert sorted((mqadmin_home / "backups").iterdir()) == before_backups
+
+
+def test_a_from_that_is_no_text_file_is_named_plainly(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    """A binary file or a directory given to --from: what it is, in words, not codec or errno text."""
+    store = make_store(count=16, groups={"g": None})
+    binary_json, binary_csv = tmp_path / "b.json", tmp_path / "b.csv"
+    binary_json.write_bytes(b"\x00\x01\xff{")
+    binary_csv.write_bytes(b"\x00\x01\xff,")
+    cases = [
+        (binary_json, f"backup file {binary_json} is not text (not UTF-8 at byte 2): is it the right file?"),
+        (binary_csv, f"plan file {binary_csv} is not text (not UTF-8 at byte 2): is it the right file?"),
+        (tmp_path, f"backup file {tmp_path} is a directory, not a file"),
+    ]
+    for path, line in cases:
+        r = cli("restoreOffset", "--from", str(path), "-n", store.address, "--yes")
+        assert r.code == 2 and r.stderr == f"mqadmin: error: {line}\n", r.stderr
+        assert "codec" not in r.stderr and "Errno" not in r.stderr
