@@ -48,6 +48,7 @@ class RangeReplayResult(ResultBase):
     slices: int
     tag: str | None = None
     key: str | None = None
+    sql: str | None = None
     limit: int | None = None
     checkpoint: str | None = None
     resumed_slices: int = 0
@@ -100,6 +101,7 @@ class RangeReplayResult(ResultBase):
             "dry_run": self.dry_run,
             "tag": self.tag,
             "key": self.key,
+            "sql": self.sql,
             "limit": self.limit,
             "checkpoint": self.checkpoint,
             "slices": self.slices,
@@ -150,6 +152,8 @@ class RangeReplayResult(ResultBase):
             f"({self.begin} .. {self.end})",
             f"Plan: {self.total} message(s) in {self.slices} slice(s)" + (", dry run" if self.dry_run else ""),
         ]
+        if self.sql is not None:
+            footer.append(f"SQL92 filter: {self.sql}")
         if not self.dry_run:
             verb = {"topic": "Sent", "group": "Re-delivered"}.get(self.to.split(":", 1)[0], "Wrote")
             line = f"{verb} {self.written_this_run} message(s) to {self.to} with the {self.engine} engine"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,12 +71,15 @@ class RangeReplayParams(EngineParams):
     checkpoint: str | None
     partial: bool
     consumer_group: str | None
+    sql: str | None = None
 
     def __post_init__(self) -> None:
-        from mqadmin.replay.worker import parse_tag_expression
+        from mqadmin.replay.worker import parse_tag_expression, sql_filter
 
         target = self.target
         parse_tag_expression(self.tag)
+        if self.sql is not None:
+            sql_filter(self.sql)  # an expression the broker would refuse is a usage error, with its column
         if self.limit is not None and self.limit < 1:
             raise errors.UsageError("--limit must be at least 1")
         super().__post_init__()
@@ -136,6 +139,14 @@ class RangeReplayCommand(SubCommand):
         Opt("broker", ("--broker",), "Only queues on these brokers (comma-separated names)", metavar="NAMES"),
         Opt("tag", ("--tag",), "Tag expression: TagA or 'TagA || TagB' (* = all)", metavar="EXPR"),
         Opt("key", ("--key",), "Only messages with this key (one of the KEYS)", metavar="KEY"),
+        Opt(
+            "sql",
+            ("--sql",),
+            "Only messages an SQL92 subscription would get, e.g. \"TAGS = 'sms' AND retries > 3\" (user "
+            "properties and TAGS; evaluated here as the broker's enablePropertyFilter does, so any broker "
+            "works; mqadmin extension)",
+            metavar="EXPR",
+        ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
         Opt(
             "to",
@@ -183,13 +194,13 @@ class RangeReplayCommand(SubCommand):
 
         begin, end = _window(ctx, params)
         target, cp_path = params.target, params.checkpoint_path
-        flt = MessageFilter(begin, end, parse_tag_expression(params.tag), params.key or None)
+        flt = MessageFilter(begin, end, parse_tag_expression(params.tag), params.key or None, params.sql)
         args = _identity(ctx, params)
         checkpoint, published_now = _open_checkpoint(ctx, params, args)
         admin = ctx.admin(write=target.is_send and not params.dry_run)
         if checkpoint is not None:
             plan, engine_name = checkpoint.plan, checkpoint.engine
-            flt = MessageFilter(plan.begin, plan.end, flt.tags, flt.key)
+            flt = replace(flt, begin=plan.begin, end=plan.end)
             done = f"{len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
             ctx.env.note(f"resuming from checkpoint {cp_path}: {done}")
             missing: dict[str, str] = {}
@@ -198,6 +209,7 @@ class RangeReplayCommand(SubCommand):
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
+        result.sql = params.sql
         _note_missing(ctx, result, missing, params.partial)
         note_expired(result, admin)
         if params.dry_run:
@@ -217,7 +229,7 @@ class RangeReplayCommand(SubCommand):
             result.notes.append("No message is stored in this window on the selected queues: nothing to replay.")
             ctx.env.note("no message is stored in this window on the selected queues")
         if target.is_send and plan.total and not _confirm(ctx, target, plan):
-            raise errors.UsageError("cancelled; nothing was sent")
+            raise errors.Cancelled()
         if cp_path is not None and checkpoint is None:
             from mqadmin.replay.local import Checkpoint
 
@@ -261,6 +273,8 @@ def _identity(ctx: Context, params: RangeReplayParams) -> dict[str, Any]:
         "to": str(params.target),
         "engine": params.engine,
         "slice_size": params.slice_size,
+        # options newer than the checkpoint format: only when given, so older checkpoints still resume
+        **({"sql": params.sql} if params.sql is not None else {}),
     }
 
 
@@ -320,7 +334,11 @@ def _count_earlier(result: RangeReplayResult, checkpoint: Checkpoint) -> None:
 def _finished(
     result: RangeReplayResult, plan: Plan, checkpoint: Checkpoint, published_now: bool, target: Target
 ) -> RangeReplayResult:
-    """A checkpoint that says the replay finished: nothing to run, its totals are the result."""
+    """A checkpoint that says the replay finished: nothing to run, its totals are the result
+    (staging a run killed while cleaning up left behind is removed)."""
+    from mqadmin.replay.sinks import remove_staging
+
+    remove_staging(target)
     if published_now:
         result.notes.append(f"Finished: {target.value} was in place; checkpoint {checkpoint.path} now records it.")
     else:

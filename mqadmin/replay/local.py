@@ -350,6 +350,7 @@ def _write_in_order(
         stats[slc.index] = st
         if checkpoint is not None:
             checkpoint.record(st, state)
+            fault_point("replay-slice-recorded")
         if limit is not None and written >= limit:
             return True
         window.fill(on_progress)

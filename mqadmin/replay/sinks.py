@@ -147,6 +147,18 @@ def staging_paths(target: Target) -> list[Path]:
     return [p.with_name(p.name + ".partial"), p.with_name(p.name + ".parts")]
 
 
+def remove_staging(target: Target) -> None:
+    """Remove what a finished replay's sink left beside its output: a run killed while cleaning
+    up after the output was put in place leaves part of it, which nothing would ever read."""
+    for path in staging_paths(target):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if staging_paths(target):
+        fsync_dir(Path(target.value).parent)
+
+
 class Sink(Protocol):
     def write(self, slc: Slice, messages: Sequence[Message]) -> int:
         """Write (or send) a slice's kept messages in order; returns how many went out."""

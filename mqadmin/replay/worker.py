@@ -24,6 +24,7 @@ from mqadmin.replay.records import Row, decode_rows, to_row
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin, PendingPull
+    from mqadmin.replay.sql92 import SqlFilter
 
 #: messages asked for per pull. Brokers cap it themselves (a real one at 32 by default; the mock
 #: at 4 MiB): the scan learns the cap from the first answer and asks for that much thereafter
@@ -86,14 +87,24 @@ def parse_tag_expression(expr: str | None) -> frozenset[str] | None:
     return frozenset(tags)
 
 
+@functools.lru_cache(maxsize=16)
+def sql_filter(text: str) -> SqlFilter:
+    """The compiled ``--sql`` expression (compiled once per process: filters travel as text)."""
+    from mqadmin.replay.sql92 import compile_sql
+
+    return compile_sql(text)
+
+
 @dataclass(frozen=True)
 class MessageFilter:
-    """Which messages of a slice are kept: store time in ``[begin, end)``, then tag and key."""
+    """Which messages of a slice are kept: store time in ``[begin, end)``, then tag, key and
+    the SQL92 expression on the properties."""
 
     begin: int
     end: int
     tags: frozenset[str] | None = None
     key: str | None = None
+    sql: str | None = None
 
     def matches(self, msg: Message) -> bool:
         if not self.begin <= msg.store_timestamp < self.end:
@@ -101,6 +112,8 @@ class MessageFilter:
         if self.tags is not None and msg.tags not in self.tags:
             return False
         if self.key is not None and self.key not in (msg.keys or "").split(KEY_SEPARATOR):
+            return False
+        if self.sql is not None and not sql_filter(self.sql).matches(msg.properties):
             return False
         return True
 
@@ -110,6 +123,7 @@ class MessageFilter:
             "end": self.end,
             "tags": sorted(self.tags) if self.tags is not None else None,
             "key": self.key,
+            "sql": self.sql,
         }
 
     @staticmethod
@@ -120,6 +134,7 @@ class MessageFilter:
             int(doc["end"]),
             frozenset(str(t) for t in tags) if tags is not None else None,
             str(doc["key"]) if doc.get("key") is not None else None,
+            str(doc["sql"]) if doc.get("sql") is not None else None,
         )
 
 
@@ -193,6 +208,7 @@ class SliceScan:
         """The kept messages as lists of replay rows (ROW_KEYS order), one list per pull."""
         s, flt = self.slice, self.filter
         begin, end, tags, key = flt.begin, flt.end, flt.tags, flt.key
+        sql = sql_filter(flt.sql).matches if flt.sql is not None else None
         for offset, answer in self._answers():
             if isinstance(answer, PullResult):
                 decoded = [to_row(m, s.broker) for m in answer.messages]
@@ -204,6 +220,8 @@ class SliceScan:
                 kept = [r for r in kept if r[7] in tags]
             if key is not None:
                 kept = [r for r in kept if key in (r[8] or "").split(KEY_SEPARATOR)]
+            if sql is not None:
+                kept = [r for r in kept if sql(r[14])]
             body_bytes = sum(len(r[-1]) for r in kept)
             if kept:
                 yield kept

@@ -95,6 +95,19 @@ def test_file_sinks_match_the_local_engine(spark: Any, store: str, tmp_path: Pat
         assert spark_lines == sorted(local.read_text().splitlines())
 
 
+def test_sql_filter_selects_the_same_on_spark(spark: Any, store: str, tmp_path: Path) -> None:
+    """--sql travels to the executors as text and keeps exactly what the local engine keeps."""
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store)
+    flt = MessageFilter(plan.begin, plan.end, sql="TAGS IN ('TagA', 'TagC') AND KEYS ENDSWITH '7'")
+    local, remote = run_both(store, tmp_path, "jsonl", flt, plan)
+    outcome = run_replay(plan, store, flt, parse_target(f"jsonl:{remote}"), spark=spark)
+    want = list(read_records(local))
+    assert list(read_records(remote)) == want and outcome.written == len(want) > 20
+    assert all(r["tags"] in ("TagA", "TagC") and r["keys"].endswith("7") for r in want)
+
+
 def test_stdout_is_identical_and_in_order(spark: Any, store: str) -> None:
     from mqadmin.spark.engine import run_replay
 
