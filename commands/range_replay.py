@@ -72,6 +72,7 @@ class RangeReplayParams(EngineParams):
     partial: bool
     consumer_group: str | None
     sql: str | None = None
+    dedup: bool = False
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter
@@ -93,6 +94,8 @@ class RangeReplayParams(EngineParams):
             )
         if self.partial and self.engine == "spark":
             raise errors.UsageError("--partial runs on the local engine only (--engine local or auto)")
+        if self.dedup and self.engine == "spark":
+            raise errors.UsageError("--dedup runs on the local engine only (--engine local or auto)")
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
     @property
@@ -146,6 +149,15 @@ class RangeReplayCommand(SubCommand):
             "properties and TAGS; evaluated here as the broker's enablePropertyFilter does, so any broker "
             "works; mqadmin extension)",
             metavar="EXPR",
+        ),
+        Opt(
+            "dedup",
+            ("--dedup",),
+            "Drop a message whose UNIQ_KEY (the client's message id) an earlier one had: a producer's "
+            "retry stores a message twice. The first in queue order is kept; memory stays bounded "
+            "(local engine; mqadmin extension)",
+            kind=bool,
+            default=False,
         ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
         Opt(
@@ -209,12 +221,13 @@ class RangeReplayCommand(SubCommand):
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
-        result.sql = params.sql
+        result.sql, result.dedup = params.sql, params.dedup
         _note_missing(ctx, result, missing, params.partial)
         note_expired(result, admin)
         if params.dry_run:
             if plan.total == 0:
                 result.notes.append("No message is stored in this window on the selected queues.")
+            _count_dry_run(ctx, admin, result, plan, flt, params)
             return result
         if checkpoint is not None and checkpoint.complete:
             return _finished(result, plan, checkpoint, published_now, target)
@@ -275,6 +288,7 @@ def _identity(ctx: Context, params: RangeReplayParams) -> dict[str, Any]:
         "slice_size": params.slice_size,
         # options newer than the checkpoint format: only when given, so older checkpoints still resume
         **({"sql": params.sql} if params.sql is not None else {}),
+        **({"dedup": True} if params.dedup else {}),
     }
 
 
@@ -336,9 +350,11 @@ def _finished(
 ) -> RangeReplayResult:
     """A checkpoint that says the replay finished: nothing to run, its totals are the result
     (staging a run killed while cleaning up left behind is removed)."""
+    from mqadmin.replay.dedup import remove_dedup
     from mqadmin.replay.sinks import remove_staging
 
     remove_staging(target)
+    remove_dedup(checkpoint.path)
     if published_now:
         result.notes.append(f"Finished: {target.value} was in place; checkpoint {checkpoint.path} now records it.")
     else:
@@ -402,7 +418,28 @@ def _run_on(
     resume = checkpoint.sink_state if checkpoint is not None else None
     sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
     stream = ctx.env.stderr if ctx.env.stderr_tty else None
-    return run_local(admin, plan, flt, sink, limit=params.limit, checkpoint=checkpoint, progress_stream=stream)
+    return run_local(
+        admin, plan, flt, sink, limit=params.limit, checkpoint=checkpoint, progress_stream=stream, dedup=params.dedup
+    )
+
+
+def _count_dry_run(
+    ctx: Context, admin: Admin, result: RangeReplayResult, plan: Plan, flt: MessageFilter, params: RangeReplayParams
+) -> None:
+    """What a real run would write. Filters and --dedup need the messages, so the dry run reads
+    the window (locally, writing nothing); without them the plan is the answer."""
+    if not (params.tag or params.key or params.sql is not None or params.dedup) or plan.total == 0:
+        result.would_write = min(plan.total, params.limit) if params.limit is not None else plan.total
+        return
+    from mqadmin.replay.local import run_local
+    from mqadmin.replay.sinks import CountSink
+
+    stream = ctx.env.stderr if ctx.env.stderr_tty else None
+    outcome = run_local(admin, plan, flt, CountSink(), limit=params.limit, progress_stream=stream, dedup=params.dedup)
+    result.would_write = outcome.written
+    if params.dedup:
+        result.duplicates = sum(s.duplicates for s in outcome.stats.values())
+    result.notes.append("The dry run read the window to apply the filters; it wrote and sent nothing.")
 
 
 def _settle_leftovers(

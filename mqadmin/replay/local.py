@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import UsageError
+from mqadmin.replay.dedup import DedupSet, dedup_path
 from mqadmin.replay.planner import Plan, Slice, digest
 from mqadmin.replay.pool import SlicePool, SliceResult, is_on_disk
 from mqadmin.replay.sinks import Sink
@@ -263,8 +264,10 @@ def run_local(
     limit: int | None = None,
     checkpoint: Checkpoint | None = None,
     progress_stream: TextIO | None = None,
+    dedup: bool = False,
 ) -> ReplayOutcome:
-    """Run every slice not yet in ``checkpoint`` and write kept messages in plan order.
+    """Run every slice not yet in ``checkpoint`` and write kept messages in plan order; with
+    ``dedup`` a message whose UNIQ_KEY an earlier one (in plan order) had is dropped.
 
     On any exception (KeyboardInterrupt included) workers stop between pulls, the sink keeps its
     unfinished output only if a checkpoint will resume it, and the exception propagates.
@@ -275,7 +278,8 @@ def run_local(
     written = sum(s.written for s in done.values())
     if workers is None:
         workers = DEFAULT_WORKERS if is_on_disk(admin.address) else REMOTE_WORKERS
-    pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit)
+    pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit, keep_rows=dedup)
+    seen = _open_dedup(checkpoint) if dedup else None
     todo = iter([s for s in plan.slices if s.index not in done])
     window = _Window(pool, todo, max(1, workers) * WINDOW_PER_WORKER)
     resume_gc = pause_gc()
@@ -285,7 +289,7 @@ def run_local(
     try:
         with Progress(progress_stream, plan.total, scanned_before) as bar:
             if not limit_reached:
-                limit_reached = _write_in_order(window, sink, bar.advance, stats, written, limit, checkpoint)
+                limit_reached = _write_in_order(window, sink, bar.advance, stats, written, limit, checkpoint, seen)
             complete = True
         _publish(sink, checkpoint)
     except BaseException:
@@ -296,6 +300,8 @@ def run_local(
         window.stop.set()
         pool.shutdown()
         resume_gc()
+        if seen is not None:
+            seen.close(remove=checkpoint is None or checkpoint.complete)
     return ReplayOutcome(stats, complete, len(done), time.monotonic() - t0, limit_reached)
 
 
@@ -331,6 +337,7 @@ def _write_in_order(
     written: int,
     limit: int | None,
     checkpoint: Checkpoint | None,
+    seen: DedupSet | None = None,
 ) -> bool:
     """Take finished slices strictly in plan order, write each (cut to ``limit``), sync the sink
     and record it in the checkpoint; refill the window as slices go out. Returns whether the
@@ -342,6 +349,8 @@ def _write_in_order(
         messages, st, finished = pool.result(slc, fut, on_progress)
         if not finished:  # only when stopped, and stop is set only on the way out
             raise RuntimeError(f"slice {slc.index} stopped early")
+        if seen is not None:
+            messages = _drop_duplicates(seen, slc, messages, st)
         if limit is not None:
             messages = messages[: max(limit - written, 0)]
         st.written = pool.write(slc, messages, st)
@@ -349,12 +358,29 @@ def _write_in_order(
         written += st.written
         stats[slc.index] = st
         if checkpoint is not None:
+            fault_point("replay-slice-written")  # written (and its --dedup keys kept), not recorded
             checkpoint.record(st, state)
             fault_point("replay-slice-recorded")
         if limit is not None and written >= limit:
             return True
         window.fill(on_progress)
     return False
+
+
+def _open_dedup(checkpoint: Checkpoint | None) -> DedupSet:
+    """The --dedup set: beside a checkpoint (holding what its recorded slices wrote), else temporary."""
+    if checkpoint is None:
+        return DedupSet()
+    return DedupSet(dedup_path(checkpoint.path), keep_slices=checkpoint.done.keys())
+
+
+def _drop_duplicates(seen: DedupSet, slc: Slice, messages: Any, st: SliceStats) -> list[Any]:
+    """A slice's rows or messages without those whose UNIQ_KEY was written before (counted)."""
+    keys = [m[6] if isinstance(m, tuple) else m.uniq_key for m in messages]  # ROW_KEYS: uniq_key
+    first = seen.first_seen(slc.index, keys)
+    kept = [m for m, keep in zip(messages, first, strict=True) if keep]
+    st.duplicates = len(messages) - len(kept)
+    return kept
 
 
 def _publish(sink: Sink, checkpoint: Checkpoint | None) -> None:

@@ -52,15 +52,27 @@ class SlicePool:
     or -- in worker processes -- whatever ``sink.encoder()`` makes of them (bytes, a part file).
     """
 
-    def __init__(self, admin: Admin, sink: Sink, flt: MessageFilter, *, workers: int, total: int, limit: int | None):
+    def __init__(
+        self,
+        admin: Admin,
+        sink: Sink,
+        flt: MessageFilter,
+        *,
+        workers: int,
+        total: int,
+        limit: int | None,
+        keep_rows: bool = False,
+    ):
+        """``keep_rows``: the writer drops some rows (--dedup), so workers must not encode them."""
         self.admin, self.sink, self.flt = admin, sink, flt
+        cuts = limit is not None or keep_rows  # the writer cuts rows, not encoded bytes
         self.rows = as_row_sink(sink)
         self._workers = max(1, workers)
         self._remote: set[Future[SliceResult]] = set()  # futures of worker processes
         processes = min(workers, usable_cpus())
         self.processes = (
             self.rows is not None
-            and limit is None  # a limit cuts rows, not encoded bytes
+            and not cuts
             and processes > 1
             and total >= PROCESS_MIN_MESSAGES
             and is_on_disk(admin.address)
@@ -68,7 +80,7 @@ class SlicePool:
         #: slice workers encode for the sink themselves (a limit cuts rows, so not with one): each
         #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
         #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
-        encoding = self.rows if limit is None else None
+        encoding = self.rows if not cuts else None
         self._stream = encoding.batch_encoder() if encoding is not None else None
         self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
             encoding.encoder() if encoding is not None else None

@@ -359,6 +359,39 @@ def write_part(parts: str, slc: Slice, rows: Sequence[Row]) -> str | None:
     return str(tmp)
 
 
+def count_rows(slc: Slice, rows: Sequence[Row]) -> int:
+    """CountSink's encoder: a slice's rows only count."""
+    return len(rows)
+
+
+class CountSink:
+    """Writes nothing and counts: a dry run that reads to apply the filters (and --dedup)."""
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        return len(messages)
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        return len(rows)
+
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], int]:
+        return count_rows
+
+    def batch_encoder(self) -> None:
+        return None
+
+    def write_encoded(self, slc: Slice, encoded: int, count: int) -> int:
+        return count
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self, *, keep: bool) -> None:
+        pass
+
+
 class StdoutSink:
     """JSON lines on stdout, for pipes (``| jq``); the summary then goes to stderr."""
 

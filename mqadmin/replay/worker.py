@@ -149,6 +149,8 @@ class SliceStats:
     bytes: int = 0
     missing: int = 0
     written: int = 0
+    #: matched messages --dedup dropped (their UNIQ_KEY was written before)
+    duplicates: int = 0
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -158,13 +160,13 @@ class SliceStats:
             "bytes": self.bytes,
             "missing": self.missing,
             "written": self.written,
+            "duplicates": self.duplicates,
         }
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> SliceStats:
-        return SliceStats(
-            **{k: int(doc.get(k, 0)) for k in ("index", "scanned", "matched", "bytes", "missing", "written")}
-        )
+        keys = ("index", "scanned", "matched", "bytes", "missing", "written", "duplicates")
+        return SliceStats(**{k: int(doc.get(k, 0)) for k in keys})
 
 
 @dataclass

@@ -27,7 +27,8 @@ SQL = "kind = 'sms' AND retries > 3"
 
 
 def seed(root: Path) -> None:
-    """600 messages over 60 ms on 4 queues, with user properties (kind, retries, region)."""
+    """600 messages over 60 ms on 4 queues, with user properties (kind, retries, region); one in
+    twelve is stored again on another queue, as a producer's retry (after a lost answer) stores it."""
     cluster = MockCluster.create(root, version="5.3.3")
     cluster.create_topic("S", 2)
     rng = random.Random(5)
@@ -42,6 +43,10 @@ def seed(root: Path) -> None:
         props["region"] = rng.choice(("cn", "us"))
         msg = Message(topic="S", body=f"sms {i}".encode(), properties=props, queue_id=qid)
         broker.put_message(msg, store_timestamp=T0 + i // 10)
+        if i % 12 == 5:
+            again_broker, again_q = targets[(i + 1 + i // 12) % 4]
+            again = Message(topic="S", body=msg.body, properties=dict(props), queue_id=again_q)
+            again_broker.put_message(again, store_timestamp=T0 + i // 10)  # store times stay monotonic
     cluster.close()
 
 
@@ -137,3 +142,69 @@ def test_killed_sql_replay_resumes_exactly(door: str, tmp_path: Path, cli_proc: 
     doc = json.loads(resumed.stdout)
     assert doc["resumed_slices"] == 1 and doc["written"] == len(keys(clean)) > 0
     assert out.read_bytes() == clean.read_bytes()
+
+
+# ---- --dedup ----
+
+
+def first_by_uniq_key(messages: list[Message], begin: int, end: int) -> tuple[list[tuple[str, int, int]], int]:
+    """The window in queue order, each UNIQ_KEY's first occurrence only; and how many were dropped."""
+    seen: set[str] = set()
+    kept, dropped = [], 0
+    for m in messages:
+        if not begin <= m.store_timestamp < end:
+            continue
+        if m.uniq_key in seen:
+            dropped += 1
+            continue
+        seen.add(m.uniq_key or "")
+        kept.append((m.broker_name, m.queue_id, m.queue_offset))
+    return kept, dropped
+
+
+def test_dedup_keeps_the_first_in_queue_order(door: str, tmp_path: Path, cli_proc: Run) -> None:
+    out = tmp_path / "d.jsonl"
+    want, dropped = first_by_uniq_key(stored(door), T0 + 5, T0 + 55)
+    assert dropped > 20
+    dry = cli_proc(*window_args(door), "--dedup", "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    assert json.loads(dry.stdout)["would_write"] == len(want) and not out.exists()
+    r = cli_proc(*window_args(door), "--dedup", "--to", f"jsonl:{out}", "--json")
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert keys(out) == want
+    assert doc["duplicates_dropped"] == dropped == json.loads(dry.stdout)["duplicates_dropped"]
+    assert doc["written"] == len(want) and doc["matched"] == len(want) + dropped
+    table = cli_proc(*window_args(door), "--dedup", "--sql", SQL, "--to", f"jsonl:{tmp_path / 't.jsonl'}")
+    assert table.code == 0 and "Dropped " in table.stdout and "duplicate(s) by UNIQ_KEY" in table.stdout
+
+
+@pytest.mark.parametrize("fault", ["replay-slice-written", "replay-slice-recorded"])
+def test_killed_dedup_replay_resumes_exactly(door: str, tmp_path: Path, cli_proc: Run, fault: str) -> None:
+    """The set of written keys survives the kill exactly: what the killed run recorded is not
+    written again, and keys of a slice it wrote but did not record are not taken as seen."""
+    out, cp, clean = tmp_path / "r.jsonl", tmp_path / "cp", tmp_path / "clean.jsonl"
+    args = (*window_args(door), "--dedup")
+    assert cli_proc(*args, "--to", f"jsonl:{clean}").code == 0
+    run = (*args, "--to", f"jsonl:{out}", "--checkpoint", str(cp))
+    killed = cli_proc(*run, env={"MQADMIN_FAULT_POINT": fault})
+    assert killed.code == -signal.SIGKILL and (tmp_path / "cp.dedup").exists()
+    assert cp.read_text().count('"slice"') == (0 if fault == "replay-slice-written" else 1)
+    resumed = cli_proc(*run, "--json")
+    assert resumed.code == 0, resumed.stderr
+    assert out.read_bytes() == clean.read_bytes()
+    assert json.loads(resumed.stdout)["duplicates_dropped"] == first_by_uniq_key(stored(door), T0 + 5, T0 + 55)[1]
+    assert not (tmp_path / "cp.dedup").exists()  # the set goes once the replay is finished
+
+
+def test_dry_run_counts_what_a_filtered_run_writes(door: str, cli_proc: Run, tmp_path: Path) -> None:
+    extra = ("--sql", SQL, "--tag", "sms || email", "--limit", "30")
+    dry = cli_proc(*window_args(door), *extra, "--dry-run", "--json")
+    real = cli_proc(*window_args(door), *extra, "--to", f"jsonl:{tmp_path / 'x.jsonl'}", "--json")
+    assert dry.code == real.code == 0, dry.stderr + real.stderr
+    assert json.loads(dry.stdout)["would_write"] == json.loads(real.stdout)["written"] > 0
+
+
+def test_dedup_is_refused_on_spark(door: str, cli: Run) -> None:
+    r = cli(*window_args(door), "--dedup", "--engine", "spark")
+    assert r.code == 2 and "--dedup runs on the local engine only" in r.stderr
