@@ -73,6 +73,7 @@ class RangeReplayParams(EngineParams):
     consumer_group: str | None
     sql: str | None = None
     dedup: bool = False
+    rate: str | None = None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter
@@ -96,6 +97,9 @@ class RangeReplayParams(EngineParams):
             raise errors.UsageError("--partial runs on the local engine only (--engine local or auto)")
         if self.dedup and self.engine == "spark":
             raise errors.UsageError("--dedup runs on the local engine only (--engine local or auto)")
+        if self.rate is not None and self.engine == "spark":
+            raise errors.UsageError("--rate runs on the local engine only (--engine local or auto)")
+        self.per_second  # noqa: B018 (a bad --rate is a usage error before anything runs)
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
     @property
@@ -111,6 +115,12 @@ class RangeReplayParams(EngineParams):
     @property
     def queue_ids(self) -> list[int]:
         return _queue_ids(self.queue)
+
+    @property
+    def per_second(self) -> float | None:
+        from mqadmin.replay.local import parse_rate
+
+        return parse_rate(self.rate) if self.rate is not None else None
 
 
 @register
@@ -158,6 +168,13 @@ class RangeReplayCommand(SubCommand):
             "(local engine; mqadmin extension)",
             kind=bool,
             default=False,
+        ),
+        Opt(
+            "rate",
+            ("--rate",),
+            "Send or write at most N messages a second (N, N/s) or a minute (N/min): for a gateway's "
+            "limit, or a broker serving live traffic (local engine; mqadmin extension)",
+            metavar="N",
         ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
         Opt(
@@ -241,7 +258,7 @@ class RangeReplayCommand(SubCommand):
         if plan.total == 0:
             result.notes.append("No message is stored in this window on the selected queues: nothing to replay.")
             ctx.env.note("no message is stored in this window on the selected queues")
-        if target.is_send and plan.total and not _confirm(ctx, target, plan):
+        if target.is_send and plan.total and not _confirm(ctx, target, plan, params.per_second):
             raise errors.Cancelled()
         if cp_path is not None and checkpoint is None:
             from mqadmin.replay.local import Checkpoint
@@ -419,7 +436,15 @@ def _run_on(
     sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
     stream = ctx.env.stderr if ctx.env.stderr_tty else None
     return run_local(
-        admin, plan, flt, sink, limit=params.limit, checkpoint=checkpoint, progress_stream=stream, dedup=params.dedup
+        admin,
+        plan,
+        flt,
+        sink,
+        limit=params.limit,
+        checkpoint=checkpoint,
+        progress_stream=stream,
+        dedup=params.dedup,
+        rate=params.per_second,
     )
 
 
@@ -430,6 +455,7 @@ def _count_dry_run(
     the window (locally, writing nothing); without them the plan is the answer."""
     if not (params.tag or params.key or params.sql is not None or params.dedup) or plan.total == 0:
         result.would_write = min(plan.total, params.limit) if params.limit is not None else plan.total
+        _note_duration(result, params.per_second)
         return
     from mqadmin.replay.local import run_local
     from mqadmin.replay.sinks import CountSink
@@ -440,6 +466,24 @@ def _count_dry_run(
     if params.dedup:
         result.duplicates = sum(s.duplicates for s in outcome.stats.values())
     result.notes.append("The dry run read the window to apply the filters; it wrote and sent nothing.")
+    _note_duration(result, params.per_second)
+
+
+def _note_duration(result: RangeReplayResult, per_second: float | None) -> None:
+    if per_second is not None and result.would_write:
+        result.notes.append(
+            f"At --rate {per_second:,.4g} msg/s that takes {_duration(result.would_write / per_second)}."
+        )
+
+
+def _duration(seconds: float) -> str:
+    """1 h 02 min, 3 min 20 s, 12 s."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{max(seconds, 0):.0f} s" if seconds >= 1 else f"{seconds:.1f} s"
 
 
 def _settle_leftovers(
@@ -502,13 +546,18 @@ def _check_send_target(admin: Admin, target: Target) -> None:
             ) from None
 
 
-def _confirm(ctx: Context, target: Target, plan: Plan) -> bool:
+def _confirm(ctx: Context, target: Target, plan: Plan, per_second: float | None) -> bool:
+    pace = (
+        f"at {per_second:,.4g} msg/s (about {_duration(plan.total / per_second)})"
+        if per_second is not None
+        else "unthrottled (as fast as the broker takes them; --rate N limits it)"
+    )
     if target.scheme == "topic":
-        question = f"Re-publish up to {plan.total} message(s) of {plan.topic} to topic {target.value}?"
+        question = f"Re-publish up to {plan.total} message(s) of {plan.topic} to topic {target.value}, {pace}?"
     else:
         question = (
             f"Re-deliver up to {plan.total} message(s) of {plan.topic} to consumer group {target.value} "
-            f"(through %RETRY%{target.value}; no other group sees them)?"
+            f"(through %RETRY%{target.value}; no other group sees them), {pace}?"
         )
     return ctx.confirm(question)
 

@@ -26,7 +26,7 @@ from mqadmin.errors import UsageError
 from mqadmin.replay.dedup import DedupSet, dedup_path
 from mqadmin.replay.planner import Plan, Slice, digest
 from mqadmin.replay.pool import SlicePool, SliceResult, is_on_disk
-from mqadmin.replay.sinks import Sink
+from mqadmin.replay.sinks import Sink, as_row_sink
 from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc
 from mqadmin.safety import atomic_write
 
@@ -182,6 +182,43 @@ def resume_status(checkpoint: Checkpoint, staging: list[Path], output: Path) -> 
     return "gone"
 
 
+class RateLimiter:
+    """``--rate``: messages go out no faster than ``per_second``, paced by a schedule (message n
+    not before start + n / rate), so the long-run rate is exact and nothing bursts after a pause.
+    One per run, in the writer, which every message passes in plan order."""
+
+    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic):
+        self.per_second = per_second
+        self.clock = clock
+        self.start: float | None = None
+        self.count = 0
+        #: messages per pacing step: about fifty steps a second, one message at low rates
+        self.batch = max(1, int(per_second / 50))
+
+    def wait(self, n: int) -> None:
+        """Block until the next ``n`` messages may go out, then count them."""
+        now = self.clock()
+        if self.start is None:
+            self.start = now
+        due = self.start + self.count / self.per_second
+        if due > now:
+            time.sleep(due - now)
+        self.count += n
+
+
+def parse_rate(text: str) -> float:
+    """``--rate``: ``N`` or ``N/s`` messages a second, ``N/min`` a minute."""
+    value, _, unit = text.strip().lower().partition("/")
+    try:
+        n = float(value)
+    except ValueError:
+        n = -1.0
+    per = {"": 1.0, "s": 1.0, "sec": 1.0, "min": 60.0}.get(unit.strip())
+    if per is None or not n > 0 or n == float("inf"):
+        raise UsageError(f"--rate takes messages per second like 50 or 50/s, or per minute like 3000/min; got {text!r}")
+    return n / per
+
+
 @dataclass
 class ReplayOutcome:
     """What an engine did: stats of every finished slice (resumed ones included)."""
@@ -265,6 +302,7 @@ def run_local(
     checkpoint: Checkpoint | None = None,
     progress_stream: TextIO | None = None,
     dedup: bool = False,
+    rate: float | None = None,
 ) -> ReplayOutcome:
     """Run every slice not yet in ``checkpoint`` and write kept messages in plan order; with
     ``dedup`` a message whose UNIQ_KEY an earlier one (in plan order) had is dropped.
@@ -278,7 +316,10 @@ def run_local(
     written = sum(s.written for s in done.values())
     if workers is None:
         workers = DEFAULT_WORKERS if is_on_disk(admin.address) else REMOTE_WORKERS
-    pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit, keep_rows=dedup)
+    pool = SlicePool(
+        admin, sink, flt, workers=workers, total=plan.total, limit=limit, keep_rows=dedup or rate is not None
+    )
+    pace = RateLimiter(rate) if rate is not None else None
     seen = _open_dedup(checkpoint) if dedup else None
     todo = iter([s for s in plan.slices if s.index not in done])
     window = _Window(pool, todo, max(1, workers) * WINDOW_PER_WORKER)
@@ -287,9 +328,12 @@ def run_local(
     complete = limit_reached
     scanned_before = sum(s.scanned + s.missing for s in done.values())
     try:
-        with Progress(progress_stream, plan.total, scanned_before) as bar:
+        label = f"replay at {rate:,.4g} msg/s" if rate is not None else "replay"
+        with Progress(progress_stream, plan.total, scanned_before, label) as bar:
             if not limit_reached:
-                limit_reached = _write_in_order(window, sink, bar.advance, stats, written, limit, checkpoint, seen)
+                limit_reached = _write_in_order(
+                    window, sink, bar.advance, stats, written, limit, checkpoint, seen, pace
+                )
             complete = True
         _publish(sink, checkpoint)
     except BaseException:
@@ -338,6 +382,7 @@ def _write_in_order(
     limit: int | None,
     checkpoint: Checkpoint | None,
     seen: DedupSet | None = None,
+    pace: RateLimiter | None = None,
 ) -> bool:
     """Take finished slices strictly in plan order, write each (cut to ``limit``), sync the sink
     and record it in the checkpoint; refill the window as slices go out. Returns whether the
@@ -353,7 +398,7 @@ def _write_in_order(
             messages = _drop_duplicates(seen, slc, messages, st)
         if limit is not None:
             messages = messages[: max(limit - written, 0)]
-        st.written = pool.write(slc, messages, st)
+        st.written = pool.write(slc, messages, st) if pace is None else _paced_write(pool, slc, messages, st, pace)
         state = sink.sync()
         written += st.written
         stats[slc.index] = st
@@ -365,6 +410,21 @@ def _write_in_order(
             return True
         window.fill(on_progress)
     return False
+
+
+def _paced_write(pool: SlicePool, slc: Slice, messages: Any, st: SliceStats, pace: RateLimiter) -> int:
+    """Write a slice at the rate: in small steps where the sink takes a slice in several writes
+    (JSON lines, sends), else at once when the slice's share of time has passed (a Parquet part)."""
+    rows = as_row_sink(pool.sink)
+    if rows is not None and rows.batch_encoder() is None:
+        pace.wait(len(messages))
+        return pool.write(slc, messages, st)
+    written = 0
+    for i in range(0, len(messages), pace.batch):
+        step = messages[i : i + pace.batch]
+        pace.wait(len(step))
+        written += pool.write(slc, step, st)
+    return written
 
 
 def _open_dedup(checkpoint: Checkpoint | None) -> DedupSet:

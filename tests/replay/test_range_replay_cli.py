@@ -249,6 +249,7 @@ def test_declined_prompt_is_cancelled_with_exit_4(store: str, to: str) -> None:
     code = main(args, env=Env(stdout=out, stderr=err, stdin=_Tty("n\n")))
     assert code == 4, err.getvalue()
     assert err.getvalue().endswith("[y/N] mqadmin: cancelled, nothing changed\n") and "error" not in err.getvalue()
+    assert "unthrottled (as fast as the broker takes them; --rate N limits it)?" in err.getvalue()
     assert stored(store, RETRY_PREFIX + "sms") == [] and stored(store, "Copy") == []
 
 

@@ -31,6 +31,7 @@ def seed(root: Path) -> None:
     twelve is stored again on another queue, as a producer's retry (after a lost answer) stores it."""
     cluster = MockCluster.create(root, version="5.3.3")
     cluster.create_topic("S", 2)
+    cluster.create_topic("SCopy", 2)
     rng = random.Random(5)
     targets = [(b, q) for b in cluster.brokers.values() for q in range(2)]
     for i in range(600):
@@ -208,3 +209,36 @@ def test_dry_run_counts_what_a_filtered_run_writes(door: str, cli_proc: Run, tmp
 def test_dedup_is_refused_on_spark(door: str, cli: Run) -> None:
     r = cli(*window_args(door), "--dedup", "--engine", "spark")
     assert r.code == 2 and "--dedup runs on the local engine only" in r.stderr
+
+
+# ---- --rate ----
+
+
+def test_rate_paces_sends_and_the_dry_run_says_how_long(door: str, cli_proc: Run) -> None:
+    args = window_args(door, T0 + 20, T0 + 35)  # about 160 messages
+    dry = cli_proc(*args, "--rate", "6000/min", "--dry-run")
+    total = len([m for m in stored(door) if T0 + 20 <= m.store_timestamp < T0 + 35])
+    assert dry.code == 0 and f"At --rate 100 msg/s that takes {round(total / 100)} s" in dry.stdout
+    r = cli_proc(*args, "--rate", "100", "--to", "topic:SCopy", "--yes", "--json")
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["written"] == total > 100
+    # message n goes out at n / rate: never faster; slower only by what the machine adds
+    assert (total - 1) / 100 <= doc["elapsed_ms"] / 1000 < total / 100 * 1.5
+
+
+def test_killed_paced_replay_resumes_exactly(door: str, tmp_path: Path, cli_proc: Run) -> None:
+    out, cp, clean = tmp_path / "r.jsonl", tmp_path / "cp", tmp_path / "clean.jsonl"
+    assert cli_proc(*window_args(door), "--to", f"jsonl:{clean}").code == 0
+    run = (*window_args(door), "--rate", "5000", "--to", f"jsonl:{out}", "--checkpoint", str(cp))
+    killed = cli_proc(*run, env={"MQADMIN_FAULT_POINT": "replay-slice-written"})
+    assert killed.code == -signal.SIGKILL
+    resumed = cli_proc(*run, "--rate", "20000")  # another rate on resume is fine: it is not the output's
+    assert resumed.code == 0, resumed.stderr
+    assert out.read_bytes() == clean.read_bytes()
+
+
+@pytest.mark.parametrize("rate", ["0", "-5", "fast", "10/h", "inf"])
+def test_bad_rate_is_a_usage_error(door: str, cli: Run, rate: str) -> None:
+    r = cli(*window_args(door), "--rate", rate)
+    assert r.code == 2 and "--rate takes messages per second" in r.stderr
