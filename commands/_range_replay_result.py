@@ -167,7 +167,9 @@ class RangeReplayResult(ResultBase):
         if self.duplicates is not None:
             footer.append(f"Dropped {self.duplicates} duplicate(s) by UNIQ_KEY (the first in queue order kept)")
         if not self.dry_run:
-            verb = {"topic": "Sent", "group": "Re-delivered"}.get(self.to.split(":", 1)[0], "Wrote")
+            verb = {"topic": "Sent", "group": "Re-delivered", "origin": "Sent back"}.get(
+                self.to.split(":", 1)[0], "Wrote"
+            )
             line = f"{verb} {self.written_this_run} message(s) to {self.to} with the {self.engine} engine"
             if self.elapsed_ms is not None:
                 rate = self._rate((self.matched or 0) - self.matched_before)

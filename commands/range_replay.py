@@ -23,6 +23,7 @@ from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats
 
 from mqadmin import errors
 from mqadmin.context import Context
+from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import FORMATS_HELP, format_time
 
@@ -95,6 +96,11 @@ class RangeReplayParams(EngineParams):
             )
         if self.partial and self.engine == "spark":
             raise errors.UsageError("--partial runs on the local engine only (--engine local or auto)")
+        if target.scheme == "origin" and not self.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            raise errors.UsageError(
+                f"--to origin sends retried messages back to their first topic: read a {DLQ_PREFIX}GROUP or "
+                f"{RETRY_PREFIX}GROUP topic (got -t {self.topic})"
+            )
         if self.dedup and self.engine == "spark":
             raise errors.UsageError("--dedup runs on the local engine only (--engine local or auto)")
         if self.rate is not None and self.engine == "spark":
@@ -180,7 +186,9 @@ class RangeReplayCommand(SubCommand):
         Opt(
             "to",
             ("--to",),
-            "Where to: jsonl:PATH, parquet:PATH, stdout, topic:NAME (re-publish) or group:GROUP (that group only)",
+            "Where to: jsonl:PATH, parquet:PATH, stdout, topic:NAME (re-publish), group:GROUP (that group "
+            "only; dead letters too), or origin (retried or dead-lettered messages back to their first topic; "
+            "mqadmin extension)",
             default="stdout",
             metavar="SINK",
         ),
@@ -554,6 +562,11 @@ def _confirm(ctx: Context, target: Target, plan: Plan, per_second: float | None)
     )
     if target.scheme == "topic":
         question = f"Re-publish up to {plan.total} message(s) of {plan.topic} to topic {target.value}, {pace}?"
+    elif target.scheme == "origin":
+        question = (
+            f"Send up to {plan.total} message(s) of {plan.topic} back to the topics they first came from "
+            f"(their RETRY_TOPIC property; every group subscribed there gets them again), {pace}?"
+        )
     else:
         question = (
             f"Re-deliver up to {plan.total} message(s) of {plan.topic} to consumer group {target.value} "

@@ -27,7 +27,7 @@ from mqadmin.model import Message, MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
 from mqadmin.replay.planner import Plan, Slice
 from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
-from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
+from mqadmin.replay.sinks import Sink, StdoutSink, Target, send_sink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
 from . import SECRET_ENV, check_master, files, is_local_master, jobs, unavailable_reason
@@ -365,7 +365,7 @@ class _Job:
             return StdoutSink(self.stdout)
         if self.admin is None:
             raise UsageError("the driver needs a writable admin to send from an embedded mock store")
-        return TopicSink(self.admin, target.value) if target.scheme == "topic" else GroupSink(self.admin, target.value)
+        return send_sink(self.admin, target.scheme, target.value)
 
     def write_files(self, wave: Sequence[Slice], mode: str) -> dict[int, SliceStats]:
         """The executors write the wave's files under a local (or mounted) target themselves;

@@ -232,12 +232,13 @@ def stream_messages_partition(
 def send_partition(
     slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], scheme: str, target: str
 ) -> Iterator[SentSlice]:
-    """Executor side of a send: re-publish to topic ``target`` or send back to group ``target``
-    (``scheme`` "topic" or "group") over the executor's own writable connection."""
-    from mqadmin.replay.sinks import GroupSink, Sink, TopicSink
+    """Executor side of a send: re-publish to topic ``target``, send back to group ``target``, or
+    send dead letters home (``scheme`` "topic", "group" or "origin") over the executor's own
+    writable connection."""
+    from mqadmin.replay.sinks import send_sink
 
     with executor_admin(spec, read_only=False) as admin:
-        sink: Sink = TopicSink(admin, target) if scheme == "topic" else GroupSink(admin, target)
+        sink = send_sink(admin, scheme, target)
         for scan in scans(admin, slice_docs, filter_doc):
             scan.stats.written = sink.write(scan.slice, list(scan))
             yield (scan.slice.index, scan.stats.to_json())
