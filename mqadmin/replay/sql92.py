@@ -120,7 +120,7 @@ def _kind(v: Any) -> int:
 
 
 def _java_int(text: str, lo: int, hi: int) -> int:
-    if not _INT_TEXT.fullmatch(text):
+    if not (text.isascii() and text.isdigit()) and not _INT_TEXT.fullmatch(text):
         raise _EvalError(f"not an integer: {text!r}")
     value = int(text)
     if not lo <= value <= hi:
@@ -278,6 +278,8 @@ def _not(a: Node) -> Node:
 def _equal(a: Node, b: Node) -> Node:
     def run(p: Props) -> Any:
         lv, rv = a(p), b(p)
+        if lv.__class__ is str and rv.__class__ is str:  # the usual case: a property and a string
+            return lv == rv
         if lv is None or rv is None:
             return True if lv is None and rv is None else (None if lv is None else False)
         return _compare(lv, rv) == 0
