@@ -101,8 +101,6 @@ class RangeReplayParams(EngineParams):
                 f"--to origin sends retried messages back to their first topic: read a {DLQ_PREFIX}GROUP or "
                 f"{RETRY_PREFIX}GROUP topic (got -t {self.topic})"
             )
-        if self.dedup and self.engine == "spark":
-            raise errors.UsageError("--dedup runs on the local engine only (--engine local or auto)")
         if self.rate is not None and self.engine == "spark":
             raise errors.UsageError("--rate runs on the local engine only (--engine local or auto)")
         self.per_second  # noqa: B018 (a bad --rate is a usage error before anything runs)
@@ -171,7 +169,7 @@ class RangeReplayCommand(SubCommand):
             ("--dedup",),
             "Drop a message whose UNIQ_KEY (the client's message id) an earlier one had: a producer's "
             "retry stores a message twice. The first in queue order is kept; memory stays bounded "
-            "(local engine; mqadmin extension)",
+            "(Spark: one more pass over the window; mqadmin extension)",
             kind=bool,
             default=False,
         ),
@@ -436,6 +434,7 @@ def _run_on(
             stdout=ctx.env.stdout,
             admin=admin,
             note=ctx.env.note,
+            dedup=params.dedup,
         )
     from mqadmin.replay.local import run_local
     from mqadmin.replay.sinks import open_sink

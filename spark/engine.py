@@ -18,7 +18,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -197,8 +197,10 @@ def run_replay(
     spark: jobs.Spark | None = None,
     wave_size: int | None = None,
     on_wave: Callable[[int, int], None] | None = None,
+    dedup: bool = False,
 ) -> ReplayOutcome:
-    """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does.
+    """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does;
+    ``dedup`` first finds the later occurrences of each UNIQ_KEY (one more pass) and drops them.
 
     ``address`` is where executors connect: an address, or a ConnectSpec carrying the driver's
     ACL keys and TLS settings. ``admin`` is the driver's own connection, used only where the
@@ -209,6 +211,8 @@ def run_replay(
     check_master(spec.address, master)
     t0 = time.monotonic()
     with _session(master, conf, spark, note) as sc:
+        if dedup:
+            flt = replace(flt, exclude=frozenset(jobs.duplicate_positions(sc, plan.slices, spec, flt)))
         job = _Job(sc, spec, flt, target, stdout, admin, note)
         return _run(job, plan, overwrite, checkpoint, wave_size, on_wave, t0)
 

@@ -175,7 +175,7 @@ def _lines(scan: SliceScan) -> Iterator[str]:
 
 def finished(scan: SliceScan) -> dict[str, int]:
     """The stats of a scanned slice whose every kept message went out."""
-    scan.stats.written = scan.stats.matched
+    scan.stats.written = scan.stats.matched - scan.stats.duplicates
     return scan.stats.to_json()
 
 
@@ -242,6 +242,35 @@ def send_partition(
         for scan in scans(admin, slice_docs, filter_doc):
             scan.stats.written = sink.write(scan.slice, list(scan))
             yield (scan.slice.index, scan.stats.to_json())
+
+
+def keys_partition(
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any]
+) -> Iterator[tuple[str, tuple[int, int, str, int]]]:
+    """Executor side of --dedup's first pass: (UNIQ_KEY, (slice index, offset, broker, queue id))
+    of every kept message that has one; plan order is (slice index, offset)."""
+    with executor_admin(spec, read_only=True) as admin:
+        for scan in scans(admin, slice_docs, filter_doc):
+            index, broker = scan.slice.index, scan.slice.broker
+            for rows in scan.rows():
+                for r in rows:
+                    if r[6]:  # ROW_KEYS: uniq_key
+                        yield r[6], (index, r[3], broker, r[2])
+
+
+def later_occurrences(item: tuple[str, Iterable[tuple[int, int, str, int]]]) -> list[tuple[str, int, int]]:
+    """A key's positions after its first in plan order, as (broker, queue id, offset)."""
+    return [(b, q, o) for _, o, b, q in sorted(item[1])[1:]]
+
+
+def duplicate_positions(
+    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
+) -> list[tuple[str, int, int]]:
+    """Where the messages --dedup drops are: every occurrence of a UNIQ_KEY but its first in plan
+    order (the local engine's answer), found by one pass over the window before the replay."""
+    job = functools.partial(keys_partition, spec=spec, filter_doc=flt.to_json())
+    pairs = slices_rdd(spark, slices).mapPartitions(job)
+    return [tuple(p) for p in pairs.groupByKey().flatMap(later_occurrences).collect()]  # type: ignore[misc]
 
 
 def slices_rdd(spark: Spark, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:

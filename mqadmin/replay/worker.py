@@ -105,6 +105,9 @@ class MessageFilter:
     tags: frozenset[str] | None = None
     key: str | None = None
     sql: str | None = None
+    #: positions (broker, queue id, queue offset) of duplicates to drop: --dedup on Spark, found
+    #: by a first pass over the window (counted as matched, then as duplicates, as locally)
+    exclude: frozenset[tuple[str, int, int]] | None = None
 
     def matches(self, msg: Message) -> bool:
         if not self.begin <= msg.store_timestamp < self.end:
@@ -124,6 +127,7 @@ class MessageFilter:
             "tags": sorted(self.tags) if self.tags is not None else None,
             "key": self.key,
             "sql": self.sql,
+            "exclude": sorted(self.exclude) if self.exclude is not None else None,
         }
 
     @staticmethod
@@ -135,6 +139,9 @@ class MessageFilter:
             frozenset(str(t) for t in tags) if tags is not None else None,
             str(doc["key"]) if doc.get("key") is not None else None,
             str(doc["sql"]) if doc.get("sql") is not None else None,
+            frozenset((str(b), int(q), int(o)) for b, q, o in doc["exclude"])
+            if doc.get("exclude") is not None
+            else None,
         )
 
 
@@ -196,12 +203,16 @@ class SliceScan:
         for offset, answer in self._answers():
             messages = answer.messages if isinstance(answer, PullResult) else _decode_messages(answer)
             matched = body_bytes = 0
+            exclude = self.filter.exclude
             for msg in messages:
                 if not offset <= msg.queue_offset < s.end:
                     continue
                 msg.broker_name = msg.broker_name or s.broker
                 if self.filter.matches(msg):
                     matched += 1
+                    if exclude is not None and (s.broker, msg.queue_id, msg.queue_offset) in exclude:
+                        self.stats.duplicates += 1
+                        continue
                     body_bytes += len(msg.body)
                     yield msg
             self._advance(offset, answer, matched, body_bytes)
@@ -224,10 +235,14 @@ class SliceScan:
                 kept = [r for r in kept if key in (r[8] or "").split(KEY_SEPARATOR)]
             if sql is not None:
                 kept = [r for r in kept if sql(r[14])]
+            matched = len(kept)
+            if flt.exclude is not None:
+                kept = [r for r in kept if (s.broker, r[2], r[3]) not in flt.exclude]
+                self.stats.duplicates += matched - len(kept)
             body_bytes = sum(len(r[-1]) for r in kept)
             if kept:
                 yield kept
-            self._advance(offset, answer, len(kept), body_bytes)
+            self._advance(offset, answer, matched, body_bytes)
 
     def _advance(self, offset: int, answer: PullResult | RawPull, matched: int, body_bytes: int) -> None:
         """Count one answer after its messages went out (a retention gap counts as missing)."""

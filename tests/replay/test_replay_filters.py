@@ -206,11 +206,6 @@ def test_dry_run_counts_what_a_filtered_run_writes(door: str, cli_proc: Run, tmp
     assert json.loads(dry.stdout)["would_write"] == json.loads(real.stdout)["written"] > 0
 
 
-def test_dedup_is_refused_on_spark(door: str, cli: Run) -> None:
-    r = cli(*window_args(door), "--dedup", "--engine", "spark")
-    assert r.code == 2 and "--dedup runs on the local engine only" in r.stderr
-
-
 # ---- --rate ----
 
 

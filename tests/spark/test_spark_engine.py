@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from mqadmin.admin import Admin, connect  # noqa: E402
+from mqadmin.message import new_uniq_key  # noqa: E402
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
 from mqadmin.model import Message  # noqa: E402
@@ -50,6 +51,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
         broker.put_message(Message("T", b"\xff\x00" * i, {"TAGS": "TagA"}, queue_id=i % 2), store_timestamp=T0 + 20)
     for name in ("CopyLocal", "CopySpark", "CopyExec"):
         cluster.create_topic(name, 2)
+    cluster.create_topic("D", 2)  # one message in seven stored twice (a producer's retry)
+    brokers = list(cluster.brokers.values())
+    for i in range(300):
+        msg = Message("D", f"d{i}".encode(), {"TAGS": "TagA", "UNIQ_KEY": new_uniq_key()}, queue_id=i % 2)
+        brokers[i % 2].put_message(msg, store_timestamp=T0 + i // 10)
+        if i % 7 == 3:
+            again = Message("D", msg.body, dict(msg.properties), queue_id=(i + 1) % 2)
+            brokers[(i + 1) % 2].put_message(again, store_timestamp=T0 + i // 10)
     for b in cluster.brokers.values():
         commit_at_time(b, "sms", "T", None)
         commit_at_time(b, "billing", "T", None)
@@ -106,6 +115,30 @@ def test_sql_filter_selects_the_same_on_spark(spark: Any, store: str, tmp_path: 
     want = list(read_records(local))
     assert list(read_records(remote)) == want and outcome.written == len(want) > 20
     assert all(r["tags"] in ("TagA", "TagC") and r["keys"].endswith("7") for r in want)
+
+
+def test_dedup_gives_the_local_engines_answer(spark: Any, store: str, tmp_path: Path) -> None:
+    """Spark finds the later occurrences first (one more pass) and drops exactly those."""
+    from mqadmin.spark.engine import run_replay
+
+    admin = connect(store, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("D").message_queues(), T0, T0 + 40, slice_size=25)
+        local = tmp_path / "local.jsonl"
+        mine = run_local(
+            admin, plan, MessageFilter(plan.begin, plan.end), open_sink(parse_target(f"jsonl:{local}")), dedup=True
+        )
+    finally:
+        admin.close()
+    remote = tmp_path / "spark.jsonl"
+    outcome = run_replay(
+        plan, store, MessageFilter(plan.begin, plan.end), parse_target(f"jsonl:{remote}"), spark=spark, dedup=True
+    )
+    want = list(read_records(local))
+    assert sorted(read_records(remote), key=lambda r: (r["broker"], r["queue_id"], r["queue_offset"])) == want
+    assert len({r["uniq_key"] for r in want}) == len(want) == 300 and outcome.written == 300
+    dropped = sum(s.duplicates for s in outcome.stats.values())
+    assert dropped == sum(s.duplicates for s in mine.stats.values()) == 300 // 7 + (300 % 7 > 3)
 
 
 def test_stdout_is_identical_and_in_order(spark: Any, store: str) -> None:
