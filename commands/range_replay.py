@@ -101,8 +101,8 @@ class RangeReplayParams(EngineParams):
                 f"--to origin sends retried messages back to their first topic: read a {DLQ_PREFIX}GROUP or "
                 f"{RETRY_PREFIX}GROUP topic (got -t {self.topic})"
             )
-        if self.rate is not None and self.engine == "spark":
-            raise errors.UsageError("--rate runs on the local engine only (--engine local or auto)")
+        if self.rate is not None and self.engine == "spark" and target.is_file:
+            raise errors.UsageError("--rate with --engine spark paces sends and stdout; files are written unpaced")
         self.per_second  # noqa: B018 (a bad --rate is a usage error before anything runs)
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
@@ -122,7 +122,7 @@ class RangeReplayParams(EngineParams):
 
     @property
     def per_second(self) -> float | None:
-        from mqadmin.replay.local import parse_rate
+        from mqadmin.replay.pace import parse_rate
 
         return parse_rate(self.rate) if self.rate is not None else None
 
@@ -177,7 +177,8 @@ class RangeReplayCommand(SubCommand):
             "rate",
             ("--rate",),
             "Send or write at most N messages a second (N, N/s) or a minute (N/min): for a gateway's "
-            "limit, or a broker serving live traffic (local engine; mqadmin extension)",
+            "limit, or a broker serving live traffic (Spark: sends and stdout, the rate divided among the "
+            "executors that send; mqadmin extension)",
             metavar="N",
         ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
@@ -435,6 +436,7 @@ def _run_on(
             admin=admin,
             note=ctx.env.note,
             dedup=params.dedup,
+            rate=params.per_second,
         )
     from mqadmin.replay.local import run_local
     from mqadmin.replay.sinks import open_sink

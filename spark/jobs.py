@@ -230,17 +230,26 @@ def stream_messages_partition(
 
 
 def send_partition(
-    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], scheme: str, target: str
+    slice_docs: Iterable[dict[str, Any]],
+    *,
+    spec: ConnectSpec,
+    filter_doc: dict[str, Any],
+    scheme: str,
+    target: str,
+    rate: float | None = None,
 ) -> Iterator[SentSlice]:
     """Executor side of a send: re-publish to topic ``target``, send back to group ``target``, or
     send dead letters home (``scheme`` "topic", "group" or "origin") over the executor's own
-    writable connection."""
+    writable connection, at ``rate`` messages a second (this task's share of --rate)."""
+    from mqadmin.replay.pace import RateLimiter, paced
     from mqadmin.replay.sinks import send_sink
 
+    pace = RateLimiter(rate) if rate else None
     with executor_admin(spec, read_only=False) as admin:
         sink = send_sink(admin, scheme, target)
         for scan in scans(admin, slice_docs, filter_doc):
-            scan.stats.written = sink.write(scan.slice, list(scan))
+            slc = scan.slice
+            scan.stats.written = paced(pace, list(scan), functools.partial(sink.write, slc))
             yield (scan.slice.index, scan.stats.to_json())
 
 
@@ -309,15 +318,32 @@ def stream_messages(
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
+def rate_share(rate: float | None, partitions: int, parallelism: int) -> float | None:
+    """Each sending task's part of --rate: the tasks that run at once share it, so the sum of
+    their rates is the rate (a task with fewer messages than its share leaves some unused)."""
+    return rate / max(1, min(partitions, parallelism)) if rate else None
+
+
 def send(
-    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, scheme: str, target: str
+    spark: Spark,
+    slices: Sequence[Slice],
+    spec: ConnectSpec,
+    flt: MessageFilter,
+    scheme: str,
+    target: str,
+    rate: float | None = None,
 ) -> RDD[SentSlice]:
     """The RDD of a send by the executors (lazy). Copies must keep each queue's order, so a
-    queue's slices run in one partition, in order."""
-    if scheme not in ("topic", "group"):
+    queue's slices run in one partition, in order. ``rate`` (--rate) is divided among the
+    partitions that run at once, so the total never exceeds it."""
+    if scheme not in ("topic", "group", "origin"):
         raise ValueError(f"unknown send scheme {scheme!r}")
-    job = functools.partial(send_partition, spec=spec, filter_doc=flt.to_json(), scheme=scheme, target=target)
-    return queue_partitions_rdd(spark, slices).mapPartitions(job)
+    rdd = queue_partitions_rdd(spark, slices)
+    share = rate_share(rate, rdd.getNumPartitions(), context_of(spark).defaultParallelism)
+    job = functools.partial(
+        send_partition, spec=spec, filter_doc=flt.to_json(), scheme=scheme, target=target, rate=share
+    )
+    return rdd.mapPartitions(job)
 
 
 def queue_partitions_rdd(spark: Spark, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import UsageError
 from mqadmin.replay.dedup import DedupSet, dedup_path
+from mqadmin.replay.pace import RateLimiter, paced
 from mqadmin.replay.planner import Plan, Slice, digest
 from mqadmin.replay.pool import SlicePool, SliceResult, is_on_disk
 from mqadmin.replay.sinks import Sink, as_row_sink
@@ -180,43 +181,6 @@ def resume_status(checkpoint: Checkpoint, staging: list[Path], output: Path) -> 
         if all_done and size is not None and output.stat().st_size == size:
             return "published"
     return "gone"
-
-
-class RateLimiter:
-    """``--rate``: messages go out no faster than ``per_second``, paced by a schedule (message n
-    not before start + n / rate), so the long-run rate is exact and nothing bursts after a pause.
-    One per run, in the writer, which every message passes in plan order."""
-
-    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic):
-        self.per_second = per_second
-        self.clock = clock
-        self.start: float | None = None
-        self.count = 0
-        #: messages per pacing step: about fifty steps a second, one message at low rates
-        self.batch = max(1, int(per_second / 50))
-
-    def wait(self, n: int) -> None:
-        """Block until the next ``n`` messages may go out, then count them."""
-        now = self.clock()
-        if self.start is None:
-            self.start = now
-        due = self.start + self.count / self.per_second
-        if due > now:
-            time.sleep(due - now)
-        self.count += n
-
-
-def parse_rate(text: str) -> float:
-    """``--rate``: ``N`` or ``N/s`` messages a second, ``N/min`` a minute."""
-    value, _, unit = text.strip().lower().partition("/")
-    try:
-        n = float(value)
-    except ValueError:
-        n = -1.0
-    per = {"": 1.0, "s": 1.0, "sec": 1.0, "min": 60.0}.get(unit.strip())
-    if per is None or not n > 0 or n == float("inf"):
-        raise UsageError(f"--rate takes messages per second like 50 or 50/s, or per minute like 3000/min; got {text!r}")
-    return n / per
 
 
 @dataclass
@@ -419,12 +383,7 @@ def _paced_write(pool: SlicePool, slc: Slice, messages: Any, st: SliceStats, pac
     if rows is not None and rows.batch_encoder() is None:
         pace.wait(len(messages))
         return pool.write(slc, messages, st)
-    written = 0
-    for i in range(0, len(messages), pace.batch):
-        step = messages[i : i + pace.batch]
-        pace.wait(len(step))
-        written += pool.write(slc, step, st)
-    return written
+    return paced(pace, messages, lambda step: pool.write(slc, step, st))
 
 
 def _open_dedup(checkpoint: Checkpoint | None) -> DedupSet:

@@ -49,7 +49,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     broker = cluster.brokers["broker-a"]
     for i in range(6):  # bodies that are not UTF-8 take the body_base64 path
         broker.put_message(Message("T", b"\xff\x00" * i, {"TAGS": "TagA"}, queue_id=i % 2), store_timestamp=T0 + 20)
-    for name in ("CopyLocal", "CopySpark", "CopyExec"):
+    for name in ("CopyLocal", "CopySpark", "CopyExec", "CopyRate", "CopyRateExec"):
         cluster.create_topic(name, 2)
     cluster.create_topic("D", 2)  # one message in seven stored twice (a producer's retry)
     brokers = list(cluster.brokers.values())
@@ -205,6 +205,43 @@ def test_executors_send_when_they_can_reach_the_broker(spark: Any, store: str) -
         assert len(copies(admin, "CopyExec")) == plan.total == 20
     finally:
         admin.close()
+
+
+def test_rate_paces_driver_and_executor_sends(spark: Any, store: str) -> None:
+    """--rate on Spark: one schedule where the driver sends, a share per sending executor."""
+    import time
+
+    from mqadmin.spark import jobs
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store, T0 + 10, T0 + 13)  # about 120 messages on 4 queues
+    admin = connect(store)
+    try:
+        t = time.monotonic()
+        outcome = run_replay(
+            plan, store, MessageFilter(plan.begin, plan.end), parse_target("topic:CopyRate"), spark=spark,
+            admin=admin, rate=100,
+        )  # fmt: skip
+        elapsed = time.monotonic() - t
+        assert outcome.written == plan.total == len(copies(admin, "CopyRate")) > 100
+        assert elapsed >= (plan.total - 1) / 100
+    finally:
+        admin.close()
+    admin = connect(store, read_only=True)
+    try:  # one queue: one sending task (an embedded store takes one writer at a time)
+        queues = select_queues(admin.topic_route("T").message_queues(), ["broker-a"], [1])
+        exec_plan = plan_window(admin, queues, T0 + 10, T0 + 12, slice_size=1000)
+    finally:
+        admin.close()
+    t = time.monotonic()
+    sent = jobs.send(
+        spark, exec_plan.slices, jobs.ConnectSpec(store), MessageFilter(exec_plan.begin, exec_plan.end), "topic",
+        "CopyRateExec", rate=10,
+    ).collect()  # fmt: skip
+    assert sum(s["written"] for _, s in sent) == exec_plan.total == 20
+    assert time.monotonic() - t >= (exec_plan.total - 1) / 10
+    # tasks that send at once share the rate
+    assert [jobs.rate_share(12, n, 4) for n in (1, 3, 8)] == [12, 4, 3] and jobs.rate_share(None, 2, 2) is None
 
 
 def test_checkpointed_waves_resume_without_duplicates(spark: Any, store: str, tmp_path: Path) -> None:
