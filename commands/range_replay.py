@@ -75,6 +75,7 @@ class RangeReplayParams(EngineParams):
     sql: str | None = None
     dedup: bool = False
     rate: str | None = None
+    max_inflight: int | None = None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter
@@ -104,6 +105,10 @@ class RangeReplayParams(EngineParams):
         if self.rate is not None and self.engine == "spark" and target.is_file:
             raise errors.UsageError("--rate with --engine spark paces sends and stdout; files are written unpaced")
         self.per_second  # noqa: B018 (a bad --rate is a usage error before anything runs)
+        if self.max_inflight is not None and self.max_inflight < 1:
+            raise errors.UsageError("--max-inflight must be at least 1")
+        if self.max_inflight is not None and self.engine == "spark":
+            raise errors.UsageError("--max-inflight runs on the local engine only (--engine local or auto)")
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
     @property
@@ -179,6 +184,14 @@ class RangeReplayCommand(SubCommand):
             "Send or write at most N messages a second (N, N/s) or a minute (N/min): for a gateway's "
             "limit, or a broker serving live traffic (Spark: sends and stdout, the rate divided among the "
             "executors that send; mqadmin extension)",
+            metavar="N",
+        ),
+        Opt(
+            "max_inflight",
+            ("--max-inflight",),
+            "At most N pulls in flight at once for the whole replay (default: up to 64 per worker), "
+            "to spare a broker serving live traffic (local engine; mqadmin extension)",
+            kind=int,
             metavar="N",
         ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
@@ -454,6 +467,7 @@ def _run_on(
         progress_stream=stream,
         dedup=params.dedup,
         rate=params.per_second,
+        max_inflight=params.max_inflight,
     )
 
 

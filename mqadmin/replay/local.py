@@ -28,7 +28,7 @@ from mqadmin.replay.pace import RateLimiter, paced
 from mqadmin.replay.planner import Plan, Slice, digest
 from mqadmin.replay.pool import SlicePool, SliceResult, is_on_disk
 from mqadmin.replay.sinks import Sink, as_row_sink
-from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc
+from mqadmin.replay.worker import MAX_PULL_DEPTH, MessageFilter, SliceStats, pause_gc
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -267,6 +267,7 @@ def run_local(
     progress_stream: TextIO | None = None,
     dedup: bool = False,
     rate: float | None = None,
+    max_inflight: int | None = None,
 ) -> ReplayOutcome:
     """Run every slice not yet in ``checkpoint`` and write kept messages in plan order; with
     ``dedup`` a message whose UNIQ_KEY an earlier one (in plan order) had is dropped.
@@ -280,8 +281,19 @@ def run_local(
     written = sum(s.written for s in done.values())
     if workers is None:
         workers = DEFAULT_WORKERS if is_on_disk(admin.address) else REMOTE_WORKERS
+    max_depth = MAX_PULL_DEPTH
+    if max_inflight is not None:  # --max-inflight: fewer workers, and a share of the pulls each
+        workers = max(1, min(workers, max_inflight))
+        max_depth = max(1, max_inflight // workers)
     pool = SlicePool(
-        admin, sink, flt, workers=workers, total=plan.total, limit=limit, keep_rows=dedup or rate is not None
+        admin,
+        sink,
+        flt,
+        workers=workers,
+        total=plan.total,
+        limit=limit,
+        keep_rows=dedup or rate is not None,
+        max_depth=max_depth,
     )
     pace = RateLimiter(rate) if rate is not None else None
     seen = _open_dedup(checkpoint) if dedup else None

@@ -192,6 +192,8 @@ class SliceScan:
     stop: threading.Event | None = None
     on_progress: Callable[[int, int], None] | None = None
     depth: int = PULL_DEPTH
+    #: --max-inflight's share: never more pulls in flight than this, whatever the broker's cap
+    max_depth: int = MAX_PULL_DEPTH
     stats: SliceStats = field(init=False)
     complete: bool = field(init=False, default=False)
 
@@ -272,7 +274,7 @@ class SliceScan:
         step = self.batch
         probing = True  # until a first answer shows the broker's cap, one pull at a time
         in_flight: deque[tuple[int, int, PendingPull | _MessagePull]] = deque()
-        depth = self.depth
+        depth = max(1, min(self.depth, self.max_depth))
         offset = ahead = s.start
         while offset < s.end:
             if self.stop is not None and self.stop.is_set():
@@ -309,7 +311,7 @@ class SliceScan:
                 probing = False
                 if answer.status == "FOUND" and nxt < min(start + asked, s.end):
                     step = min(step, nxt - offset)  # the broker's cap per pull
-                    depth = max(self.depth, min(IN_FLIGHT_MESSAGES // step, MAX_PULL_DEPTH))
+                    depth = max(1, min(max(self.depth, IN_FLIGHT_MESSAGES // step), MAX_PULL_DEPTH, self.max_depth))
                 yield offset, answer
                 nxt = min(nxt, s.end)
             offset = nxt
@@ -351,9 +353,10 @@ def run_slice(
     *,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    max_depth: int = MAX_PULL_DEPTH,
 ) -> tuple[list[Message], SliceStats, bool]:
     """All kept messages of a slice in offset order, its stats, and whether it ran to the end."""
-    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress, max_depth=max_depth)
     messages = list(scan)
     return messages, scan.stats, scan.complete
 
@@ -365,8 +368,9 @@ def run_slice_rows(
     *,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    max_depth: int = MAX_PULL_DEPTH,
 ) -> tuple[list[Row], SliceStats, bool]:
     """``run_slice`` as replay rows: what the file and stdout sinks write."""
-    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress, max_depth=max_depth)
     rows = [r for batch in scan.rows() for r in batch]
     return rows, scan.stats, scan.complete

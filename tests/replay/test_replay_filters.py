@@ -237,3 +237,13 @@ def test_killed_paced_replay_resumes_exactly(door: str, tmp_path: Path, cli_proc
 def test_bad_rate_is_a_usage_error(door: str, cli: Run, rate: str) -> None:
     r = cli(*window_args(door), "--rate", rate)
     assert r.code == 2 and "--rate takes messages per second" in r.stderr
+
+
+def test_max_inflight_keeps_the_output(door: str, tmp_path: Path, cli_proc: Run, cli: Run) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert cli_proc(*window_args(door), "--to", f"jsonl:{a}").code == 0
+    r = cli_proc(*window_args(door), "--max-inflight", "2", "--to", f"jsonl:{b}")
+    assert r.code == 0, r.stderr
+    assert a.read_bytes() == b.read_bytes()
+    bad = cli(*window_args(door), "--max-inflight", "0")
+    assert bad.code == 2 and "--max-inflight must be at least 1" in bad.stderr
