@@ -48,6 +48,12 @@ class RangeReplayResult(ResultBase):
     slices: int
     tag: str | None = None
     key: str | None = None
+    sql: str | None = None
+    dedup: bool = False
+    #: --dedup: matched messages dropped because an earlier one had their UNIQ_KEY
+    duplicates: int | None = None
+    #: a dry run: what a real run would write (read when a filter or --dedup needs the messages)
+    would_write: int | None = None
     limit: int | None = None
     checkpoint: str | None = None
     resumed_slices: int = 0
@@ -100,6 +106,8 @@ class RangeReplayResult(ResultBase):
             "dry_run": self.dry_run,
             "tag": self.tag,
             "key": self.key,
+            "sql": self.sql,
+            "dedup": self.dedup,
             "limit": self.limit,
             "checkpoint": self.checkpoint,
             "slices": self.slices,
@@ -110,6 +118,8 @@ class RangeReplayResult(ResultBase):
             "matched": self.matched,
             "written": self.written,
             "written_this_run": self.written_this_run,
+            "would_write": self.would_write,
+            "duplicates_dropped": self.duplicates,
             "bytes": self.bytes,
             "elapsed_ms": self.elapsed_ms,
             "msgs_per_s": self._rate(None if self.matched is None else self.matched - self.matched_before),
@@ -150,8 +160,16 @@ class RangeReplayResult(ResultBase):
             f"({self.begin} .. {self.end})",
             f"Plan: {self.total} message(s) in {self.slices} slice(s)" + (", dry run" if self.dry_run else ""),
         ]
+        if self.sql is not None:
+            footer.append(f"SQL92 filter: {self.sql}")
+        if self.would_write is not None:
+            footer.append(f"A real run would write {self.would_write} message(s)")
+        if self.duplicates is not None:
+            footer.append(f"Dropped {self.duplicates} duplicate(s) by UNIQ_KEY (the first in queue order kept)")
         if not self.dry_run:
-            verb = {"topic": "Sent", "group": "Re-delivered"}.get(self.to.split(":", 1)[0], "Wrote")
+            verb = {"topic": "Sent", "group": "Re-delivered", "origin": "Sent back"}.get(
+                self.to.split(":", 1)[0], "Wrote"
+            )
             line = f"{verb} {self.written_this_run} message(s) to {self.to} with the {self.engine} engine"
             if self.elapsed_ms is not None:
                 rate = self._rate((self.matched or 0) - self.matched_before)
@@ -228,7 +246,7 @@ def apply_stats(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], ou
     rows = {(q.broker, q.queue_id): q for q in result.queues}
     for q in result.queues:
         q.matched, q.written = 0, 0
-    total_bytes = 0
+    total_bytes = duplicates = 0
     for s in plan.slices:
         st = stats.get(s.index)
         if st is None:
@@ -238,7 +256,10 @@ def apply_stats(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], ou
         row.written = (row.written or 0) + st.written
         row.missing += st.missing
         total_bytes += st.bytes
+        duplicates += st.duplicates
     result.bytes = total_bytes
+    if result.dedup:
+        result.duplicates = duplicates
     missing = sum(q.missing for q in result.queues)
     if missing:
         result.notes.append(f"{missing} message(s) of the plan were deleted by retention before they were read.")

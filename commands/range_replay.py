@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats
 
 from mqadmin import errors, journal, seen
 from mqadmin.context import Context
+from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import FORMATS_HELP, format_time
 
@@ -72,12 +73,18 @@ class RangeReplayParams(EngineParams):
     checkpoint: str | None
     partial: bool
     consumer_group: str | None
+    sql: str | None = None
+    dedup: bool = False
+    rate: str | None = None
+    max_inflight: int | None = None
 
     def __post_init__(self) -> None:
-        from mqadmin.replay.worker import parse_tag_expression
+        from mqadmin.replay.worker import parse_tag_expression, sql_filter
 
         target = self.target
         parse_tag_expression(self.tag)
+        if self.sql is not None:
+            sql_filter(self.sql)  # an expression the broker would refuse is a usage error, with its column
         if self.limit is not None and self.limit < 1:
             raise errors.UsageError("--limit must be at least 1")
         super().__post_init__()
@@ -91,6 +98,18 @@ class RangeReplayParams(EngineParams):
             )
         if self.partial and self.engine == "spark":
             raise errors.UsageError("--partial runs on the local engine only (--engine local or auto)")
+        if target.scheme == "origin" and not self.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            raise errors.UsageError(
+                f"--to origin sends retried messages back to their first topic: read a {DLQ_PREFIX}GROUP or "
+                f"{RETRY_PREFIX}GROUP topic (got -t {self.topic})"
+            )
+        if self.rate is not None and self.engine == "spark" and target.is_file:
+            raise errors.UsageError("--rate with --engine spark paces sends and stdout; files are written unpaced")
+        self.per_second  # noqa: B018 (a bad --rate is a usage error before anything runs)
+        if self.max_inflight is not None and self.max_inflight < 1:
+            raise errors.UsageError("--max-inflight must be at least 1")
+        if self.max_inflight is not None and self.engine == "spark":
+            raise errors.UsageError("--max-inflight runs on the local engine only (--engine local or auto)")
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
     @property
@@ -106,6 +125,12 @@ class RangeReplayParams(EngineParams):
     @property
     def queue_ids(self) -> list[int]:
         return _queue_ids(self.queue)
+
+    @property
+    def per_second(self) -> float | None:
+        from mqadmin.replay.pace import parse_rate
+
+        return parse_rate(self.rate) if self.rate is not None else None
 
 
 @register
@@ -137,11 +162,46 @@ class RangeReplayCommand(SubCommand):
         Opt("broker", ("--broker",), "Only queues on these brokers (comma-separated names)", metavar="NAMES"),
         Opt("tag", ("--tag",), "Tag expression: TagA or 'TagA || TagB' (* = all)", metavar="EXPR"),
         Opt("key", ("--key",), "Only messages with this key (one of the KEYS)", metavar="KEY"),
+        Opt(
+            "sql",
+            ("--sql",),
+            "Only messages an SQL92 subscription would get, e.g. \"TAGS = 'sms' AND retries > 3\" (user "
+            "properties and TAGS; evaluated here as the broker's enablePropertyFilter does, so any broker "
+            "works; mqadmin extension)",
+            metavar="EXPR",
+        ),
+        Opt(
+            "dedup",
+            ("--dedup",),
+            "Drop a message whose UNIQ_KEY (the client's message id) an earlier one had: a producer's "
+            "retry stores a message twice. The first in queue order is kept; memory stays bounded "
+            "(Spark: one more pass over the window; mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
+            "rate",
+            ("--rate",),
+            "Send or write at most N messages a second (N, N/s) or a minute (N/min): for a gateway's "
+            "limit, or a broker serving live traffic (Spark: sends and stdout, the rate divided among the "
+            "executors that send; mqadmin extension)",
+            metavar="N",
+        ),
+        Opt(
+            "max_inflight",
+            ("--max-inflight",),
+            "At most N pulls in flight at once for the whole replay (default: up to 64 per worker), "
+            "to spare a broker serving live traffic (local engine; mqadmin extension)",
+            kind=int,
+            metavar="N",
+        ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
         Opt(
             "to",
             ("--to",),
-            "Where to: jsonl:PATH, parquet:PATH, stdout, topic:NAME (re-publish) or group:GROUP (that group only)",
+            "Where to: jsonl:PATH, parquet:PATH, stdout, topic:NAME (re-publish), group:GROUP (that group "
+            "only; dead letters too), or origin (retried or dead-lettered messages back to their first topic; "
+            "mqadmin extension)",
             default="stdout",
             metavar="SINK",
         ),
@@ -185,13 +245,13 @@ class RangeReplayCommand(SubCommand):
 
         begin, end = _window(ctx, params)
         target, cp_path = params.target, params.checkpoint_path
-        flt = MessageFilter(begin, end, parse_tag_expression(params.tag), params.key or None)
+        flt = MessageFilter(begin, end, parse_tag_expression(params.tag), params.key or None, params.sql)
         args = _identity(ctx, params)
         checkpoint, published_now = _open_checkpoint(ctx, params, args)
         admin = ctx.admin(write=target.is_send and not params.dry_run)
         if checkpoint is not None:
             plan, engine_name = checkpoint.plan, checkpoint.engine
-            flt = MessageFilter(plan.begin, plan.end, flt.tags, flt.key)
+            flt = replace(flt, begin=plan.begin, end=plan.end)
             done = f"{len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
             ctx.env.note(f"resuming from checkpoint {cp_path}: {done}")
             missing: dict[str, str] = {}
@@ -202,11 +262,13 @@ class RangeReplayCommand(SubCommand):
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
+        result.sql, result.dedup = params.sql, params.dedup
         _note_missing(ctx, result, missing, params.partial)
         note_expired(result, admin)
         if params.dry_run:
             if plan.total == 0:
                 result.notes.append("No message is stored in this window on the selected queues.")
+            _count_dry_run(ctx, admin, result, plan, flt, params)
             return result
         if checkpoint is not None and checkpoint.complete:
             return _finished(result, plan, checkpoint, published_now, target)
@@ -220,8 +282,8 @@ class RangeReplayCommand(SubCommand):
         if plan.total == 0:
             result.notes.append("No message is stored in this window on the selected queues: nothing to replay.")
             ctx.env.note("no message is stored in this window on the selected queues")
-        if target.is_send and plan.total and not _confirm(ctx, target, plan):
-            raise errors.UsageError("cancelled; nothing was sent")
+        if target.is_send and plan.total and not _confirm(ctx, target, plan, params.per_second):
+            raise errors.Cancelled()
         if cp_path is not None and checkpoint is None:
             from mqadmin.replay.local import Checkpoint
 
@@ -267,6 +329,9 @@ def _identity(ctx: Context, params: RangeReplayParams) -> dict[str, Any]:
         "to": str(params.target),
         "engine": params.engine,
         "slice_size": params.slice_size,
+        # options newer than the checkpoint format: only when given, so older checkpoints still resume
+        **({"sql": params.sql} if params.sql is not None else {}),
+        **({"dedup": True} if params.dedup else {}),
     }
 
 
@@ -326,7 +391,13 @@ def _count_earlier(result: RangeReplayResult, checkpoint: Checkpoint) -> None:
 def _finished(
     result: RangeReplayResult, plan: Plan, checkpoint: Checkpoint, published_now: bool, target: Target
 ) -> RangeReplayResult:
-    """A checkpoint that says the replay finished: nothing to run, its totals are the result."""
+    """A checkpoint that says the replay finished: nothing to run, its totals are the result
+    (staging a run killed while cleaning up left behind is removed)."""
+    from mqadmin.replay.dedup import remove_dedup
+    from mqadmin.replay.sinks import remove_staging
+
+    remove_staging(target)
+    remove_dedup(checkpoint.path)
     if published_now:
         result.notes.append(f"Finished: {target.value} was in place; checkpoint {checkpoint.path} now records it.")
     else:
@@ -383,6 +454,8 @@ def _run_on(
             stdout=ctx.env.stdout,
             admin=admin,
             note=ctx.env.note,
+            dedup=params.dedup,
+            rate=params.per_second,
         )
     from mqadmin.replay.local import run_local
     from mqadmin.replay.sinks import open_sink
@@ -390,7 +463,56 @@ def _run_on(
     resume = checkpoint.sink_state if checkpoint is not None else None
     sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
     stream = ctx.env.stderr if ctx.env.stderr_tty else None
-    return run_local(admin, plan, flt, sink, limit=params.limit, checkpoint=checkpoint, progress_stream=stream)
+    return run_local(
+        admin,
+        plan,
+        flt,
+        sink,
+        limit=params.limit,
+        checkpoint=checkpoint,
+        progress_stream=stream,
+        dedup=params.dedup,
+        rate=params.per_second,
+        max_inflight=params.max_inflight,
+    )
+
+
+def _count_dry_run(
+    ctx: Context, admin: Admin, result: RangeReplayResult, plan: Plan, flt: MessageFilter, params: RangeReplayParams
+) -> None:
+    """What a real run would write. Filters and --dedup need the messages, so the dry run reads
+    the window (locally, writing nothing); without them the plan is the answer."""
+    if not (params.tag or params.key or params.sql is not None or params.dedup) or plan.total == 0:
+        result.would_write = min(plan.total, params.limit) if params.limit is not None else plan.total
+        _note_duration(result, params.per_second)
+        return
+    from mqadmin.replay.local import run_local
+    from mqadmin.replay.sinks import CountSink
+
+    stream = ctx.env.stderr if ctx.env.stderr_tty else None
+    outcome = run_local(admin, plan, flt, CountSink(), limit=params.limit, progress_stream=stream, dedup=params.dedup)
+    result.would_write = outcome.written
+    if params.dedup:
+        result.duplicates = sum(s.duplicates for s in outcome.stats.values())
+    result.notes.append("The dry run read the window to apply the filters; it wrote and sent nothing.")
+    _note_duration(result, params.per_second)
+
+
+def _note_duration(result: RangeReplayResult, per_second: float | None) -> None:
+    if per_second is not None and result.would_write:
+        result.notes.append(
+            f"At --rate {per_second:,.4g} msg/s that takes {_duration(result.would_write / per_second)}."
+        )
+
+
+def _duration(seconds: float) -> str:
+    """1 h 02 min, 3 min 20 s, 12 s."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{max(seconds, 0):.0f} s" if seconds >= 1 else f"{seconds:.1f} s"
 
 
 def _settle_leftovers(
@@ -453,13 +575,23 @@ def _check_send_target(admin: Admin, target: Target) -> None:
             ) from None
 
 
-def _confirm(ctx: Context, target: Target, plan: Plan) -> bool:
+def _confirm(ctx: Context, target: Target, plan: Plan, per_second: float | None) -> bool:
+    pace = (
+        f"at {per_second:,.4g} msg/s (about {_duration(plan.total / per_second)})"
+        if per_second is not None
+        else "unthrottled (as fast as the broker takes them; --rate N limits it)"
+    )
     if target.scheme == "topic":
-        question = f"Re-publish up to {plan.total} message(s) of {plan.topic} to topic {target.value}?"
+        question = f"Re-publish up to {plan.total} message(s) of {plan.topic} to topic {target.value}, {pace}?"
+    elif target.scheme == "origin":
+        question = (
+            f"Send up to {plan.total} message(s) of {plan.topic} back to the topics they first came from "
+            f"(their RETRY_TOPIC property; every group subscribed there gets them again), {pace}?"
+        )
     else:
         question = (
             f"Re-deliver up to {plan.total} message(s) of {plan.topic} to consumer group {target.value} "
-            f"(through %RETRY%{target.value}; no other group sees them)?"
+            f"(through %RETRY%{target.value}; no other group sees them), {pace}?"
         )
     return ctx.confirm(question)
 

@@ -9,6 +9,7 @@ each finished wave is recorded, so a resumed run appends only the waves that wer
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -18,16 +19,17 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import MqadminError, UsageError
-from mqadmin.model import Message, MessageQueue
+from mqadmin.model import MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
+from mqadmin.replay.pace import RateLimiter, paced
 from mqadmin.replay.planner import Plan, Slice
 from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
-from mqadmin.replay.sinks import GroupSink, Sink, StdoutSink, Target, TopicSink
+from mqadmin.replay.sinks import Sink, StdoutSink, Target, send_sink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
 from . import SECRET_ENV, check_master, files, is_local_master, jobs, unavailable_reason
@@ -197,8 +199,12 @@ def run_replay(
     spark: jobs.Spark | None = None,
     wave_size: int | None = None,
     on_wave: Callable[[int, int], None] | None = None,
+    dedup: bool = False,
+    rate: float | None = None,
 ) -> ReplayOutcome:
-    """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does.
+    """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does;
+    ``dedup`` first finds the later occurrences of each UNIQ_KEY (one more pass) and drops them;
+    ``rate`` paces sends and stdout (the driver's, or divided among the executors that send).
 
     ``address`` is where executors connect: an address, or a ConnectSpec carrying the driver's
     ACL keys and TLS settings. ``admin`` is the driver's own connection, used only where the
@@ -209,7 +215,9 @@ def run_replay(
     check_master(spec.address, master)
     t0 = time.monotonic()
     with _session(master, conf, spark, note) as sc:
-        job = _Job(sc, spec, flt, target, stdout, admin, note)
+        if dedup:
+            flt = replace(flt, exclude=frozenset(jobs.duplicate_positions(sc, plan.slices, spec, flt)))
+        job = _Job(sc, spec, flt, target, stdout, admin, note, RateLimiter(rate) if rate else None)
         return _run(job, plan, overwrite, checkpoint, wave_size, on_wave, t0)
 
 
@@ -340,6 +348,8 @@ class _Job:
     stdout: TextIO | None
     admin: Admin | None
     note: Callable[[str], None] | None = None
+    #: --rate: one schedule for the whole run where the driver writes; divided among senders
+    pace: RateLimiter | None = None
 
     def run_wave(self, wave: Sequence[Slice], file_mode: str) -> Iterable[SliceStats]:
         """Run one wave. The stats of its slices come out once they are safely written: for
@@ -353,7 +363,8 @@ class _Job:
             return [wave_stats.get(s.index) or SliceStats(s.index) for s in wave]
         if target.scheme == "stdout" or (target.is_send and _is_embedded(self.spec.address)):
             return self.stream(wave, self.driver_sink())
-        sent = jobs.send(self.sc, wave, self.spec, self.flt, target.scheme, target.value).collect()
+        rate = self.pace.per_second if self.pace is not None else None
+        sent = jobs.send(self.sc, wave, self.spec, self.flt, target.scheme, target.value, rate).collect()
         return [SliceStats.from_json(doc) for _, doc in sent]
 
     def driver_sink(self) -> Sink:
@@ -365,7 +376,7 @@ class _Job:
             return StdoutSink(self.stdout)
         if self.admin is None:
             raise UsageError("the driver needs a writable admin to send from an embedded mock store")
-        return TopicSink(self.admin, target.value) if target.scheme == "topic" else GroupSink(self.admin, target.value)
+        return send_sink(self.admin, target.scheme, target.value)
 
     def write_files(self, wave: Sequence[Slice], mode: str) -> dict[int, SliceStats]:
         """The executors write the wave's files under a local (or mounted) target themselves;
@@ -402,11 +413,11 @@ class _Job:
                 pending.append(payload)
                 continue
             st = SliceStats.from_json(marker)
+            slc = by_index[index]
             if isinstance(sink, StdoutSink):
-                st.written = sink.write_lines(pending)
+                st.written = paced(self.pace, pending, sink.write_lines)
             else:
-                messages: list[Message] = pending
-                st.written = sink.write(by_index[index], messages)
+                st.written = paced(self.pace, pending, functools.partial(sink.write, slc))
             sink.sync()
             pending = []
             yield st

@@ -175,7 +175,7 @@ def _lines(scan: SliceScan) -> Iterator[str]:
 
 def finished(scan: SliceScan) -> dict[str, int]:
     """The stats of a scanned slice whose every kept message went out."""
-    scan.stats.written = scan.stats.matched
+    scan.stats.written = scan.stats.matched - scan.stats.duplicates
     return scan.stats.to_json()
 
 
@@ -230,17 +230,56 @@ def stream_messages_partition(
 
 
 def send_partition(
-    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any], scheme: str, target: str
+    slice_docs: Iterable[dict[str, Any]],
+    *,
+    spec: ConnectSpec,
+    filter_doc: dict[str, Any],
+    scheme: str,
+    target: str,
+    rate: float | None = None,
 ) -> Iterator[SentSlice]:
-    """Executor side of a send: re-publish to topic ``target`` or send back to group ``target``
-    (``scheme`` "topic" or "group") over the executor's own writable connection."""
-    from mqadmin.replay.sinks import GroupSink, Sink, TopicSink
+    """Executor side of a send: re-publish to topic ``target``, send back to group ``target``, or
+    send dead letters home (``scheme`` "topic", "group" or "origin") over the executor's own
+    writable connection, at ``rate`` messages a second (this task's share of --rate)."""
+    from mqadmin.replay.pace import RateLimiter, paced
+    from mqadmin.replay.sinks import send_sink
 
+    pace = RateLimiter(rate) if rate else None
     with executor_admin(spec, read_only=False) as admin:
-        sink: Sink = TopicSink(admin, target) if scheme == "topic" else GroupSink(admin, target)
+        sink = send_sink(admin, scheme, target)
         for scan in scans(admin, slice_docs, filter_doc):
-            scan.stats.written = sink.write(scan.slice, list(scan))
+            slc = scan.slice
+            scan.stats.written = paced(pace, list(scan), functools.partial(sink.write, slc))
             yield (scan.slice.index, scan.stats.to_json())
+
+
+def keys_partition(
+    slice_docs: Iterable[dict[str, Any]], *, spec: ConnectSpec, filter_doc: dict[str, Any]
+) -> Iterator[tuple[str, tuple[int, int, str, int]]]:
+    """Executor side of --dedup's first pass: (UNIQ_KEY, (slice index, offset, broker, queue id))
+    of every kept message that has one; plan order is (slice index, offset)."""
+    with executor_admin(spec, read_only=True) as admin:
+        for scan in scans(admin, slice_docs, filter_doc):
+            index, broker = scan.slice.index, scan.slice.broker
+            for rows in scan.rows():
+                for r in rows:
+                    if r[6]:  # ROW_KEYS: uniq_key
+                        yield r[6], (index, r[3], broker, r[2])
+
+
+def later_occurrences(item: tuple[str, Iterable[tuple[int, int, str, int]]]) -> list[tuple[str, int, int]]:
+    """A key's positions after its first in plan order, as (broker, queue id, offset)."""
+    return [(b, q, o) for _, o, b, q in sorted(item[1])[1:]]
+
+
+def duplicate_positions(
+    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter
+) -> list[tuple[str, int, int]]:
+    """Where the messages --dedup drops are: every occurrence of a UNIQ_KEY but its first in plan
+    order (the local engine's answer), found by one pass over the window before the replay."""
+    job = functools.partial(keys_partition, spec=spec, filter_doc=flt.to_json())
+    pairs = slices_rdd(spark, slices).mapPartitions(job)
+    return [tuple(p) for p in pairs.groupByKey().flatMap(later_occurrences).collect()]  # type: ignore[misc]
 
 
 def slices_rdd(spark: Spark, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:
@@ -279,15 +318,32 @@ def stream_messages(
     return slices_rdd(spark, slices).mapPartitions(job)
 
 
+def rate_share(rate: float | None, partitions: int, parallelism: int) -> float | None:
+    """Each sending task's part of --rate: the tasks that run at once share it, so the sum of
+    their rates is the rate (a task with fewer messages than its share leaves some unused)."""
+    return rate / max(1, min(partitions, parallelism)) if rate else None
+
+
 def send(
-    spark: Spark, slices: Sequence[Slice], spec: ConnectSpec, flt: MessageFilter, scheme: str, target: str
+    spark: Spark,
+    slices: Sequence[Slice],
+    spec: ConnectSpec,
+    flt: MessageFilter,
+    scheme: str,
+    target: str,
+    rate: float | None = None,
 ) -> RDD[SentSlice]:
     """The RDD of a send by the executors (lazy). Copies must keep each queue's order, so a
-    queue's slices run in one partition, in order."""
-    if scheme not in ("topic", "group"):
+    queue's slices run in one partition, in order. ``rate`` (--rate) is divided among the
+    partitions that run at once, so the total never exceeds it."""
+    if scheme not in ("topic", "group", "origin"):
         raise ValueError(f"unknown send scheme {scheme!r}")
-    job = functools.partial(send_partition, spec=spec, filter_doc=flt.to_json(), scheme=scheme, target=target)
-    return queue_partitions_rdd(spark, slices).mapPartitions(job)
+    rdd = queue_partitions_rdd(spark, slices)
+    share = rate_share(rate, rdd.getNumPartitions(), context_of(spark).defaultParallelism)
+    job = functools.partial(
+        send_partition, spec=spec, filter_doc=flt.to_json(), scheme=scheme, target=target, rate=share
+    )
+    return rdd.mapPartitions(job)
 
 
 def queue_partitions_rdd(spark: Spark, slices: Sequence[Slice]) -> RDD[dict[str, Any]]:

@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.errors import UsageError
+from mqadmin.replay.dedup import DedupSet, dedup_path
+from mqadmin.replay.pace import RateLimiter, paced
 from mqadmin.replay.planner import Plan, Slice, digest
 from mqadmin.replay.pool import SlicePool, SliceResult, is_on_disk
-from mqadmin.replay.sinks import Sink
-from mqadmin.replay.worker import MessageFilter, SliceStats, pause_gc
+from mqadmin.replay.sinks import Sink, as_row_sink
+from mqadmin.replay.worker import MAX_PULL_DEPTH, MessageFilter, SliceStats, pause_gc
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -263,8 +265,12 @@ def run_local(
     limit: int | None = None,
     checkpoint: Checkpoint | None = None,
     progress_stream: TextIO | None = None,
+    dedup: bool = False,
+    rate: float | None = None,
+    max_inflight: int | None = None,
 ) -> ReplayOutcome:
-    """Run every slice not yet in ``checkpoint`` and write kept messages in plan order.
+    """Run every slice not yet in ``checkpoint`` and write kept messages in plan order; with
+    ``dedup`` a message whose UNIQ_KEY an earlier one (in plan order) had is dropped.
 
     On any exception (KeyboardInterrupt included) workers stop between pulls, the sink keeps its
     unfinished output only if a checkpoint will resume it, and the exception propagates.
@@ -275,7 +281,22 @@ def run_local(
     written = sum(s.written for s in done.values())
     if workers is None:
         workers = DEFAULT_WORKERS if is_on_disk(admin.address) else REMOTE_WORKERS
-    pool = SlicePool(admin, sink, flt, workers=workers, total=plan.total, limit=limit)
+    max_depth = MAX_PULL_DEPTH
+    if max_inflight is not None:  # --max-inflight: fewer workers, and a share of the pulls each
+        workers = max(1, min(workers, max_inflight))
+        max_depth = max(1, max_inflight // workers)
+    pool = SlicePool(
+        admin,
+        sink,
+        flt,
+        workers=workers,
+        total=plan.total,
+        limit=limit,
+        keep_rows=dedup or rate is not None,
+        max_depth=max_depth,
+    )
+    pace = RateLimiter(rate) if rate is not None else None
+    seen = _open_dedup(checkpoint) if dedup else None
     todo = iter([s for s in plan.slices if s.index not in done])
     window = _Window(pool, todo, max(1, workers) * WINDOW_PER_WORKER)
     resume_gc = pause_gc()
@@ -283,9 +304,12 @@ def run_local(
     complete = limit_reached
     scanned_before = sum(s.scanned + s.missing for s in done.values())
     try:
-        with Progress(progress_stream, plan.total, scanned_before) as bar:
+        label = f"replay at {rate:,.4g} msg/s" if rate is not None else "replay"
+        with Progress(progress_stream, plan.total, scanned_before, label) as bar:
             if not limit_reached:
-                limit_reached = _write_in_order(window, sink, bar.advance, stats, written, limit, checkpoint)
+                limit_reached = _write_in_order(
+                    window, sink, bar.advance, stats, written, limit, checkpoint, seen, pace
+                )
             complete = True
         _publish(sink, checkpoint)
     except BaseException:
@@ -296,6 +320,8 @@ def run_local(
         window.stop.set()
         pool.shutdown()
         resume_gc()
+        if seen is not None:
+            seen.close(remove=checkpoint is None or checkpoint.complete)
     return ReplayOutcome(stats, complete, len(done), time.monotonic() - t0, limit_reached)
 
 
@@ -331,6 +357,8 @@ def _write_in_order(
     written: int,
     limit: int | None,
     checkpoint: Checkpoint | None,
+    seen: DedupSet | None = None,
+    pace: RateLimiter | None = None,
 ) -> bool:
     """Take finished slices strictly in plan order, write each (cut to ``limit``), sync the sink
     and record it in the checkpoint; refill the window as slices go out. Returns whether the
@@ -342,18 +370,48 @@ def _write_in_order(
         messages, st, finished = pool.result(slc, fut, on_progress)
         if not finished:  # only when stopped, and stop is set only on the way out
             raise RuntimeError(f"slice {slc.index} stopped early")
+        if seen is not None:
+            messages = _drop_duplicates(seen, slc, messages, st)
         if limit is not None:
             messages = messages[: max(limit - written, 0)]
-        st.written = pool.write(slc, messages, st)
+        st.written = pool.write(slc, messages, st) if pace is None else _paced_write(pool, slc, messages, st, pace)
         state = sink.sync()
         written += st.written
         stats[slc.index] = st
         if checkpoint is not None:
+            fault_point("replay-slice-written")  # written (and its --dedup keys kept), not recorded
             checkpoint.record(st, state)
+            fault_point("replay-slice-recorded")
         if limit is not None and written >= limit:
             return True
         window.fill(on_progress)
     return False
+
+
+def _paced_write(pool: SlicePool, slc: Slice, messages: Any, st: SliceStats, pace: RateLimiter) -> int:
+    """Write a slice at the rate: in small steps where the sink takes a slice in several writes
+    (JSON lines, sends), else at once when the slice's share of time has passed (a Parquet part)."""
+    rows = as_row_sink(pool.sink)
+    if rows is not None and rows.batch_encoder() is None:
+        pace.wait(len(messages))
+        return pool.write(slc, messages, st)
+    return paced(pace, messages, lambda step: pool.write(slc, step, st))
+
+
+def _open_dedup(checkpoint: Checkpoint | None) -> DedupSet:
+    """The --dedup set: beside a checkpoint (holding what its recorded slices wrote), else temporary."""
+    if checkpoint is None:
+        return DedupSet()
+    return DedupSet(dedup_path(checkpoint.path), keep_slices=checkpoint.done.keys())
+
+
+def _drop_duplicates(seen: DedupSet, slc: Slice, messages: Any, st: SliceStats) -> list[Any]:
+    """A slice's rows or messages without those whose UNIQ_KEY was written before (counted)."""
+    keys = [m[6] if isinstance(m, tuple) else m.uniq_key for m in messages]  # ROW_KEYS: uniq_key
+    first = seen.first_seen(slc.index, keys)
+    kept = [m for m, keep in zip(messages, first, strict=True) if keep]
+    st.duplicates = len(messages) - len(kept)
+    return kept
 
 
 def _publish(sink: Sink, checkpoint: Checkpoint | None) -> None:

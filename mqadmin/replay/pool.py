@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row
 from mqadmin.replay.sinks import Sink, as_row_sink
-from mqadmin.replay.worker import MessageFilter, SliceScan, SliceStats, pause_gc, run_slice, run_slice_rows
+from mqadmin.replay.worker import (
+    MAX_PULL_DEPTH,
+    MessageFilter,
+    SliceScan,
+    SliceStats,
+    pause_gc,
+    run_slice,
+    run_slice_rows,
+)
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -52,15 +60,30 @@ class SlicePool:
     or -- in worker processes -- whatever ``sink.encoder()`` makes of them (bytes, a part file).
     """
 
-    def __init__(self, admin: Admin, sink: Sink, flt: MessageFilter, *, workers: int, total: int, limit: int | None):
+    def __init__(
+        self,
+        admin: Admin,
+        sink: Sink,
+        flt: MessageFilter,
+        *,
+        workers: int,
+        total: int,
+        limit: int | None,
+        keep_rows: bool = False,
+        max_depth: int = MAX_PULL_DEPTH,
+    ):
+        """``keep_rows``: the writer drops some rows (--dedup), so workers must not encode them;
+        ``max_depth``: pulls each worker may keep in flight (--max-inflight's share)."""
         self.admin, self.sink, self.flt = admin, sink, flt
+        self.max_depth = max_depth
+        cuts = limit is not None or keep_rows  # the writer cuts rows, not encoded bytes
         self.rows = as_row_sink(sink)
         self._workers = max(1, workers)
         self._remote: set[Future[SliceResult]] = set()  # futures of worker processes
         processes = min(workers, usable_cpus())
         self.processes = (
             self.rows is not None
-            and limit is None  # a limit cuts rows, not encoded bytes
+            and not cuts
             and processes > 1
             and total >= PROCESS_MIN_MESSAGES
             and is_on_disk(admin.address)
@@ -68,7 +91,7 @@ class SlicePool:
         #: slice workers encode for the sink themselves (a limit cuts rows, so not with one): each
         #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
         #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
-        encoding = self.rows if limit is None else None
+        encoding = self.rows if not cuts else None
         self._stream = encoding.batch_encoder() if encoding is not None else None
         self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
             encoding.encoder() if encoding is not None else None
@@ -82,7 +105,12 @@ class SlicePool:
             self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
             assert self._encode is not None  # processes only without a limit, for a row sink
             self._job = functools.partial(
-                encode_slice, admin.address, flt=flt, encode=self._encode, stream=bool(self._stream)
+                encode_slice,
+                admin.address,
+                flt=flt,
+                encode=self._encode,
+                stream=bool(self._stream),
+                max_depth=max_depth,
             )
         else:
             self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
@@ -109,9 +137,12 @@ class SlicePool:
                 stream=bool(self._stream),
                 stop=stop,
                 on_progress=on_progress,
+                max_depth=self.max_depth,
             )
         job = run_slice if self.rows is None else run_slice_rows
-        return self.executor.submit(job, self.admin, slc, self.flt, stop=stop, on_progress=on_progress)
+        return self.executor.submit(
+            job, self.admin, slc, self.flt, stop=stop, on_progress=on_progress, max_depth=self.max_depth
+        )
 
     def result(self, slc: Slice, fut: Future[SliceResult], on_progress: Callable[[int, int], None]) -> SliceResult:
         """The slice's result; one that failed in a worker process is run again here, so its
@@ -122,7 +153,7 @@ class SlicePool:
         try:
             encoded, stats, finished = fut.result()
         except Exception:
-            return run_slice_rows(self.admin, slc, self.flt, on_progress=on_progress)
+            return run_slice_rows(self.admin, slc, self.flt, on_progress=on_progress, max_depth=self.max_depth)
         on_progress(stats.scanned, stats.bytes)
         return _Encoded(encoded), stats, finished
 
@@ -157,7 +188,13 @@ def _child_init() -> None:
 
 
 def encode_slice(
-    address: str, slc: Slice, *, flt: MessageFilter, encode: Callable[[Slice, Sequence[Row]], Any], stream: bool = False
+    address: str,
+    slc: Slice,
+    *,
+    flt: MessageFilter,
+    encode: Callable[[Slice, Sequence[Row]], Any],
+    stream: bool = False,
+    max_depth: int = MAX_PULL_DEPTH,
 ) -> SliceResult:
     """Worker process: read one slice from the store at ``address`` and encode it for the sink."""
     admin = _admins.get(address)
@@ -165,7 +202,7 @@ def encode_slice(
         from mqadmin.admin import connect
 
         admin = _admins[address] = connect(address, read_only=True)
-    encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream)
+    encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream, max_depth=max_depth)
     return encoded.payload, stats, finished
 
 
@@ -178,11 +215,12 @@ def encode_slice_rows(
     stream: bool,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    max_depth: int = MAX_PULL_DEPTH,
 ) -> SliceResult:
     """A slice read and encoded for the sink by ``encode``: with ``stream`` (a sink's
     ``batch_encoder``) one pull's rows at a time, encoded while in cache and freed at once;
     else all its rows at the end. The writer then only writes what came out."""
-    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress, max_depth=max_depth)
     if not stream:
         return _Encoded(encode(slc, [r for batch in scan.rows() for r in batch])), scan.stats, scan.complete
     out: list[bytes] = []

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO, cast
 
-from mqadmin.errors import UsageError
+from mqadmin.errors import MqadminError, UsageError
 from mqadmin.model import Message, MessageQueue
+from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row, json_chunks, rows_to_table, to_row
 from mqadmin.safety import fsync_dir
@@ -25,9 +26,14 @@ from mqadmin.safety import fsync_dir
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
 
-SCHEMES = ("jsonl", "parquet", "stdout", "topic", "group")
+SCHEMES = ("jsonl", "parquet", "stdout", "topic", "group", "origin")
 FILE_SCHEMES = ("jsonl", "parquet")
-SEND_SCHEMES = ("topic", "group")
+SEND_SCHEMES = ("topic", "group", "origin")
+#: where the broker records a retried message's first topic (when it copies the message into
+#: %RETRY%GROUP, and on into %DLQ%GROUP once retries run out), and the first message's id
+#: (broker: AbstractSendMessageProcessor / SendMessageProcessor, consumerSendMsgBack)
+RETRY_TOPIC = "RETRY_TOPIC"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 
 #: properties a re-published copy records about the message it was copied from
 ORIGIN_MSG_ID = "MQADMIN_ORIGIN_MSG_ID"
@@ -116,15 +122,17 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """``jsonl:PATH``, ``parquet:PATH``, ``stdout``, ``topic:NAME`` or ``group:GROUP``."""
+    """``jsonl:PATH``, ``parquet:PATH``, ``stdout``, ``topic:NAME``, ``group:GROUP`` or ``origin``."""
     scheme, sep, value = text.strip().partition(":")
     scheme = scheme.lower()
     if scheme not in SCHEMES:
-        raise UsageError(f"unknown --to {text!r}: use jsonl:PATH, parquet:PATH, stdout, topic:NAME or group:GROUP")
-    if scheme == "stdout":
+        raise UsageError(
+            f"unknown --to {text!r}: use jsonl:PATH, parquet:PATH, stdout, topic:NAME, group:GROUP or origin"
+        )
+    if scheme in ("stdout", "origin"):
         if value:
-            raise UsageError(f"--to stdout takes no argument, got {text!r}")
-        return Target("stdout")
+            raise UsageError(f"--to {scheme} takes no argument, got {text!r}")
+        return Target(scheme)
     if not value.strip():
         raise UsageError(f"--to {scheme}: needs {'a path' if scheme in FILE_SCHEMES else 'a name'} after the colon")
     value = value.strip()
@@ -145,6 +153,18 @@ def staging_paths(target: Target) -> list[Path]:
         return []
     p = Path(target.value)
     return [p.with_name(p.name + ".partial"), p.with_name(p.name + ".parts")]
+
+
+def remove_staging(target: Target) -> None:
+    """Remove what a finished replay's sink left beside its output: a run killed while cleaning
+    up after the output was put in place leaves part of it, which nothing would ever read."""
+    for path in staging_paths(target):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if staging_paths(target):
+        fsync_dir(Path(target.value).parent)
 
 
 class Sink(Protocol):
@@ -347,6 +367,39 @@ def write_part(parts: str, slc: Slice, rows: Sequence[Row]) -> str | None:
     return str(tmp)
 
 
+def count_rows(slc: Slice, rows: Sequence[Row]) -> int:
+    """CountSink's encoder: a slice's rows only count."""
+    return len(rows)
+
+
+class CountSink:
+    """Writes nothing and counts: a dry run that reads to apply the filters (and --dedup)."""
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        return len(messages)
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        return len(rows)
+
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], int]:
+        return count_rows
+
+    def batch_encoder(self) -> None:
+        return None
+
+    def write_encoded(self, slc: Slice, encoded: int, count: int) -> int:
+        return count
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self, *, keep: bool) -> None:
+        pass
+
+
 class StdoutSink:
     """JSON lines on stdout, for pipes (``| jq``); the summary then goes to stderr."""
 
@@ -446,9 +499,26 @@ class TopicSink:
         pass
 
 
+def origin_topic(msg: Message) -> str | None:
+    """The topic a retried or dead-lettered message first came from (None: it was never retried)."""
+    return msg.properties.get(RETRY_TOPIC) or None
+
+
+def redelivered(msg: Message, group: str, broker: str) -> Message:
+    """A dead letter's copy for ``%RETRY%GROUP``, as a consumer's own fallback send-back makes it:
+    the group's consumers read it as a message of its first topic (``RETRY_TOPIC``), and its
+    retry count starts again (a send-back of a dead letter would only dead-letter it again)."""
+    copy = republished(msg, RETRY_PREFIX + group, broker)
+    copy.properties[RETRY_TOPIC] = origin_topic(msg) or msg.topic
+    copy.properties[ORIGIN_MESSAGE_ID] = msg.properties.get(ORIGIN_MESSAGE_ID) or msg.uniq_key or msg.msg_id
+    return copy
+
+
 class GroupSink:
     """Re-deliver to one group through the broker's send-back: the broker copies each message
-    into ``%RETRY%GROUP``, which only that group consumes, so no other group sees it again."""
+    into ``%RETRY%GROUP``, which only that group consumes, so no other group sees it again.
+    A dead letter (read from a ``%DLQ%`` topic) is sent into ``%RETRY%GROUP`` as a new message
+    instead: the broker's send-back counts its retries as used up and dead-letters it again."""
 
     def __init__(self, admin: Admin, group: str, delay_level: int = GROUP_DELAY_LEVEL):
         self.admin = admin
@@ -458,7 +528,10 @@ class GroupSink:
     def write(self, slc: Slice, messages: Sequence[Message]) -> int:
         for msg in messages:
             msg.broker_name = msg.broker_name or slc.broker
-            self.admin.send_back(self.group, msg, self.delay_level)
+            if msg.topic.startswith(DLQ_PREFIX):
+                self.admin.send(RETRY_PREFIX + self.group, redelivered(msg, self.group, slc.broker))
+            else:
+                self.admin.send_back(self.group, msg, self.delay_level)
         return len(messages)
 
     def sync(self) -> dict[str, Any]:
@@ -469,6 +542,48 @@ class GroupSink:
 
     def abort(self, *, keep: bool) -> None:
         pass
+
+
+class OriginSink:
+    """Send each message back to the topic it first came from (``RETRY_TOPIC``): dead letters
+    home. Copies as ``topic:`` makes them (keys, tags, user properties, ``MQADMIN_ORIGIN_*``); a
+    message that was never retried has no first topic and stops the replay (nothing guessed)."""
+
+    def __init__(self, admin: Admin):
+        self.admin = admin
+        self._sinks: dict[str, TopicSink] = {}
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        for msg in messages:
+            topic = origin_topic(msg)
+            if topic is None:
+                raise MqadminError(
+                    f"{msg.topic} queue {msg.queue_id} offset {msg.queue_offset} has no {RETRY_TOPIC} property: "
+                    "it was never retried, so it has no topic to go back to; the replay stopped before it"
+                )
+            sink = self._sinks.get(topic)
+            if sink is None:
+                sink = self._sinks[topic] = TopicSink(self.admin, topic)
+            sink.write(slc, [msg])
+        return len(messages)
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self, *, keep: bool) -> None:
+        pass
+
+
+def send_sink(admin: Admin, scheme: str, target: str) -> Sink:
+    """The sink of a send (``topic``, ``group`` or ``origin``), on either engine."""
+    if scheme == "topic":
+        return TopicSink(admin, target)
+    if scheme == "origin":
+        return OriginSink(admin)
+    return GroupSink(admin, target)
 
 
 def open_sink(
@@ -489,6 +604,4 @@ def open_sink(
         assert stdout is not None
         return StdoutSink(stdout)
     assert admin is not None
-    if target.scheme == "topic":
-        return TopicSink(admin, target.value)
-    return GroupSink(admin, target.value)
+    return send_sink(admin, target.scheme, target.value)

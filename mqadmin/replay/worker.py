@@ -24,6 +24,7 @@ from mqadmin.replay.records import Row, decode_rows, to_row
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin, PendingPull
+    from mqadmin.replay.sql92 import SqlFilter
 
 #: messages asked for per pull. Brokers cap it themselves (a real one at 32 by default; the mock
 #: at 4 MiB): the scan learns the cap from the first answer and asks for that much thereafter
@@ -86,14 +87,27 @@ def parse_tag_expression(expr: str | None) -> frozenset[str] | None:
     return frozenset(tags)
 
 
+@functools.lru_cache(maxsize=16)
+def sql_filter(text: str) -> SqlFilter:
+    """The compiled ``--sql`` expression (compiled once per process: filters travel as text)."""
+    from mqadmin.replay.sql92 import compile_sql
+
+    return compile_sql(text)
+
+
 @dataclass(frozen=True)
 class MessageFilter:
-    """Which messages of a slice are kept: store time in ``[begin, end)``, then tag and key."""
+    """Which messages of a slice are kept: store time in ``[begin, end)``, then tag, key and
+    the SQL92 expression on the properties."""
 
     begin: int
     end: int
     tags: frozenset[str] | None = None
     key: str | None = None
+    sql: str | None = None
+    #: positions (broker, queue id, queue offset) of duplicates to drop: --dedup on Spark, found
+    #: by a first pass over the window (counted as matched, then as duplicates, as locally)
+    exclude: frozenset[tuple[str, int, int]] | None = None
 
     def matches(self, msg: Message) -> bool:
         if not self.begin <= msg.store_timestamp < self.end:
@@ -101,6 +115,8 @@ class MessageFilter:
         if self.tags is not None and msg.tags not in self.tags:
             return False
         if self.key is not None and self.key not in (msg.keys or "").split(KEY_SEPARATOR):
+            return False
+        if self.sql is not None and not sql_filter(self.sql).matches(msg.properties):
             return False
         return True
 
@@ -110,6 +126,8 @@ class MessageFilter:
             "end": self.end,
             "tags": sorted(self.tags) if self.tags is not None else None,
             "key": self.key,
+            "sql": self.sql,
+            "exclude": sorted(self.exclude) if self.exclude is not None else None,
         }
 
     @staticmethod
@@ -120,6 +138,10 @@ class MessageFilter:
             int(doc["end"]),
             frozenset(str(t) for t in tags) if tags is not None else None,
             str(doc["key"]) if doc.get("key") is not None else None,
+            str(doc["sql"]) if doc.get("sql") is not None else None,
+            frozenset((str(b), int(q), int(o)) for b, q, o in doc["exclude"])
+            if doc.get("exclude") is not None
+            else None,
         )
 
 
@@ -134,6 +156,8 @@ class SliceStats:
     bytes: int = 0
     missing: int = 0
     written: int = 0
+    #: matched messages --dedup dropped (their UNIQ_KEY was written before)
+    duplicates: int = 0
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -143,13 +167,13 @@ class SliceStats:
             "bytes": self.bytes,
             "missing": self.missing,
             "written": self.written,
+            "duplicates": self.duplicates,
         }
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> SliceStats:
-        return SliceStats(
-            **{k: int(doc.get(k, 0)) for k in ("index", "scanned", "matched", "bytes", "missing", "written")}
-        )
+        keys = ("index", "scanned", "matched", "bytes", "missing", "written", "duplicates")
+        return SliceStats(**{k: int(doc.get(k, 0)) for k in keys})
 
 
 @dataclass
@@ -168,6 +192,8 @@ class SliceScan:
     stop: threading.Event | None = None
     on_progress: Callable[[int, int], None] | None = None
     depth: int = PULL_DEPTH
+    #: --max-inflight's share: never more pulls in flight than this, whatever the broker's cap
+    max_depth: int = MAX_PULL_DEPTH
     stats: SliceStats = field(init=False)
     complete: bool = field(init=False, default=False)
 
@@ -179,12 +205,16 @@ class SliceScan:
         for offset, answer in self._answers():
             messages = answer.messages if isinstance(answer, PullResult) else _decode_messages(answer)
             matched = body_bytes = 0
+            exclude = self.filter.exclude
             for msg in messages:
                 if not offset <= msg.queue_offset < s.end:
                     continue
                 msg.broker_name = msg.broker_name or s.broker
                 if self.filter.matches(msg):
                     matched += 1
+                    if exclude is not None and (s.broker, msg.queue_id, msg.queue_offset) in exclude:
+                        self.stats.duplicates += 1
+                        continue
                     body_bytes += len(msg.body)
                     yield msg
             self._advance(offset, answer, matched, body_bytes)
@@ -193,6 +223,7 @@ class SliceScan:
         """The kept messages as lists of replay rows (ROW_KEYS order), one list per pull."""
         s, flt = self.slice, self.filter
         begin, end, tags, key = flt.begin, flt.end, flt.tags, flt.key
+        sql = sql_filter(flt.sql).matches if flt.sql is not None else None
         for offset, answer in self._answers():
             if isinstance(answer, PullResult):
                 decoded = [to_row(m, s.broker) for m in answer.messages]
@@ -204,10 +235,16 @@ class SliceScan:
                 kept = [r for r in kept if r[7] in tags]
             if key is not None:
                 kept = [r for r in kept if key in (r[8] or "").split(KEY_SEPARATOR)]
+            if sql is not None:
+                kept = [r for r in kept if sql(r[14])]
+            matched = len(kept)
+            if flt.exclude is not None:
+                kept = [r for r in kept if (s.broker, r[2], r[3]) not in flt.exclude]
+                self.stats.duplicates += matched - len(kept)
             body_bytes = sum(len(r[-1]) for r in kept)
             if kept:
                 yield kept
-            self._advance(offset, answer, len(kept), body_bytes)
+            self._advance(offset, answer, matched, body_bytes)
 
     def _advance(self, offset: int, answer: PullResult | RawPull, matched: int, body_bytes: int) -> None:
         """Count one answer after its messages went out (a retention gap counts as missing)."""
@@ -237,7 +274,7 @@ class SliceScan:
         step = self.batch
         probing = True  # until a first answer shows the broker's cap, one pull at a time
         in_flight: deque[tuple[int, int, PendingPull | _MessagePull]] = deque()
-        depth = self.depth
+        depth = max(1, min(self.depth, self.max_depth))
         offset = ahead = s.start
         while offset < s.end:
             if self.stop is not None and self.stop.is_set():
@@ -274,7 +311,7 @@ class SliceScan:
                 probing = False
                 if answer.status == "FOUND" and nxt < min(start + asked, s.end):
                     step = min(step, nxt - offset)  # the broker's cap per pull
-                    depth = max(self.depth, min(IN_FLIGHT_MESSAGES // step, MAX_PULL_DEPTH))
+                    depth = max(1, min(max(self.depth, IN_FLIGHT_MESSAGES // step), MAX_PULL_DEPTH, self.max_depth))
                 yield offset, answer
                 nxt = min(nxt, s.end)
             offset = nxt
@@ -316,9 +353,10 @@ def run_slice(
     *,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    max_depth: int = MAX_PULL_DEPTH,
 ) -> tuple[list[Message], SliceStats, bool]:
     """All kept messages of a slice in offset order, its stats, and whether it ran to the end."""
-    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress, max_depth=max_depth)
     messages = list(scan)
     return messages, scan.stats, scan.complete
 
@@ -330,8 +368,9 @@ def run_slice_rows(
     *,
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    max_depth: int = MAX_PULL_DEPTH,
 ) -> tuple[list[Row], SliceStats, bool]:
     """``run_slice`` as replay rows: what the file and stdout sinks write."""
-    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress)
+    scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress, max_depth=max_depth)
     rows = [r for batch in scan.rows() for r in batch]
     return rows, scan.stats, scan.complete

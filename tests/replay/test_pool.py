@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,67 @@ def test_threads_write_parquet_parts_in_the_slice_workers(
     keys = ("topic", "broker", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys")
     keys += ("born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "properties", "body")
     assert list(read_records(out)) == [normalize(dict(zip(keys, row, strict=True))) for row in want]
+
+
+class CountingAdmin:
+    """The admin with every pull counted while it is in flight (issued, result not yet taken)."""
+
+    def __init__(self, admin: object):
+        self._admin = admin
+        self._lock = threading.Lock()
+        self.in_flight = self.most = 0
+        if hasattr(admin, "pull_raw_many"):  # the remoting client's batched pulls
+            self.pull_raw_many = self._many
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._admin, name)
+
+    def _issued(self, pending: object) -> object:
+        with self._lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        counter = self
+
+        class Counted:
+            def result(self) -> object:
+                try:
+                    return pending.result()  # type: ignore[attr-defined]
+                finally:
+                    with counter._lock:
+                        counter.in_flight -= 1
+
+        return Counted()
+
+    def pull_raw(self, *args: object, **kw: object) -> object:
+        return self._issued(self._admin.pull_raw(*args, **kw))  # type: ignore[attr-defined]
+
+    def _many(self, *args: object, **kw: object) -> list[object]:
+        return [self._issued(p) for p in self._admin.pull_raw_many(*args, **kw)]  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """10,000 messages a queue: slices of several pulls each, so workers keep many in flight."""
+    root = tmp_path_factory.mktemp("deep") / "store"
+    cluster = MockCluster.create(root)
+    fill_topic(cluster, "M", 20_000, T0, T0 + 20_000, queues_per_broker=1)
+    cluster.close()
+    return f"mock://{root}"
+
+
+@pytest.mark.parametrize("cap", [None, 1, 5])
+def test_max_inflight_bounds_the_pulls_of_the_whole_run(deep: str, tmp_path: Path, cap: int | None) -> None:
+    admin = connect(deep, read_only=True)
+    try:
+        counting = CountingAdmin(admin)
+        plan = plan_window(admin, admin.topic_route("M").message_queues(), T0, T0 + 20_000, slice_size=5000)
+        out = tmp_path / "o.jsonl"
+        flt = MessageFilter(plan.begin, plan.end)
+        run_local(counting, plan, flt, open_sink(parse_target(f"jsonl:{out}")), workers=4, max_inflight=cap)  # type: ignore[arg-type]
+    finally:
+        admin.close()
+    assert sum(1 for _ in out.open()) == plan.total > 19_000
+    if cap is None:
+        assert counting.most > 5  # the default keeps many in flight: the bound below is real
+    else:
+        assert 1 <= counting.most <= cap

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -15,9 +16,11 @@ import pytest
 from conftest import CliResult
 
 from mqadmin.admin import connect
+from mqadmin.cli import main
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.seed import commit_at_time, fill_topic
 from mqadmin.model import Message
+from mqadmin.output import Env
 from mqadmin.protocol.constants import RETRY_PREFIX
 from mqadmin.replay.records import read_records
 
@@ -234,6 +237,22 @@ def test_group_only_replay_leaves_other_groups_alone(store: str, cli_proc: Run) 
         admin.close()
 
 
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("to", ["group:sms", "topic:Copy"])
+def test_declined_prompt_is_cancelled_with_exit_4(store: str, to: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    args = ["rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 5), "--to", to]
+    code = main(args, env=Env(stdout=out, stderr=err, stdin=_Tty("n\n")))
+    assert code == 4, err.getvalue()
+    assert err.getvalue().endswith("[y/N] mqadmin: cancelled, nothing changed\n") and "error" not in err.getvalue()
+    assert "unthrottled (as fast as the broker takes them; --rate N limits it)?" in err.getvalue()
+    assert stored(store, RETRY_PREFIX + "sms") == [] and stored(store, "Copy") == []
+
+
 def test_unknown_group_and_topic_targets(store: str, cli: Run) -> None:
     args = ("rangeReplay", "-n", store, "-t", "T", "-b", str(T0), "-e", str(T0 + 5))
     r = cli(*args, "--to", "group:nobody")
@@ -330,6 +349,7 @@ def test_killed_between_publish_and_checkpoint_resumes_to_the_exact_output(
     assert doc["complete"] and doc["written"] == len(window(store, T0, T0 + 30)) and doc["written_this_run"] == 0
     assert "already in place" in again.stderr and "Finished" in " ".join(doc["notes"])
     assert keys(out) == keys(clean)
+    assert not any(p.exists() for p in (tmp_path / f"r.{sink}.parts", tmp_path / f"r.{sink}.partial"))
     third = cli(*run)  # and from then on it is a finished replay
     assert third.code == 0 and "Nothing to do" in third.stdout
     with_overwrite = cli(*run, "--overwrite")

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from mqadmin.admin import Admin, connect  # noqa: E402
+from mqadmin.message import new_uniq_key  # noqa: E402
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
 from mqadmin.model import Message  # noqa: E402
@@ -48,8 +49,16 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     broker = cluster.brokers["broker-a"]
     for i in range(6):  # bodies that are not UTF-8 take the body_base64 path
         broker.put_message(Message("T", b"\xff\x00" * i, {"TAGS": "TagA"}, queue_id=i % 2), store_timestamp=T0 + 20)
-    for name in ("CopyLocal", "CopySpark", "CopyExec"):
+    for name in ("CopyLocal", "CopySpark", "CopyExec", "CopyRate", "CopyRateExec"):
         cluster.create_topic(name, 2)
+    cluster.create_topic("D", 2)  # one message in seven stored twice (a producer's retry)
+    brokers = list(cluster.brokers.values())
+    for i in range(300):
+        msg = Message("D", f"d{i}".encode(), {"TAGS": "TagA", "UNIQ_KEY": new_uniq_key()}, queue_id=i % 2)
+        brokers[i % 2].put_message(msg, store_timestamp=T0 + i // 10)
+        if i % 7 == 3:
+            again = Message("D", msg.body, dict(msg.properties), queue_id=(i + 1) % 2)
+            brokers[(i + 1) % 2].put_message(again, store_timestamp=T0 + i // 10)
     for b in cluster.brokers.values():
         commit_at_time(b, "sms", "T", None)
         commit_at_time(b, "billing", "T", None)
@@ -93,6 +102,43 @@ def test_file_sinks_match_the_local_engine(spark: Any, store: str, tmp_path: Pat
     if scheme == "jsonl":  # the very same lines, only spread over per-queue files
         spark_lines = sorted(ln for f in remote.rglob("part-*") for ln in f.read_text().splitlines())
         assert spark_lines == sorted(local.read_text().splitlines())
+
+
+def test_sql_filter_selects_the_same_on_spark(spark: Any, store: str, tmp_path: Path) -> None:
+    """--sql travels to the executors as text and keeps exactly what the local engine keeps."""
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store)
+    flt = MessageFilter(plan.begin, plan.end, sql="TAGS IN ('TagA', 'TagC') AND KEYS ENDSWITH '7'")
+    local, remote = run_both(store, tmp_path, "jsonl", flt, plan)
+    outcome = run_replay(plan, store, flt, parse_target(f"jsonl:{remote}"), spark=spark)
+    want = list(read_records(local))
+    assert list(read_records(remote)) == want and outcome.written == len(want) > 20
+    assert all(r["tags"] in ("TagA", "TagC") and r["keys"].endswith("7") for r in want)
+
+
+def test_dedup_gives_the_local_engines_answer(spark: Any, store: str, tmp_path: Path) -> None:
+    """Spark finds the later occurrences first (one more pass) and drops exactly those."""
+    from mqadmin.spark.engine import run_replay
+
+    admin = connect(store, read_only=True)
+    try:
+        plan = plan_window(admin, admin.topic_route("D").message_queues(), T0, T0 + 40, slice_size=25)
+        local = tmp_path / "local.jsonl"
+        mine = run_local(
+            admin, plan, MessageFilter(plan.begin, plan.end), open_sink(parse_target(f"jsonl:{local}")), dedup=True
+        )
+    finally:
+        admin.close()
+    remote = tmp_path / "spark.jsonl"
+    outcome = run_replay(
+        plan, store, MessageFilter(plan.begin, plan.end), parse_target(f"jsonl:{remote}"), spark=spark, dedup=True
+    )
+    want = list(read_records(local))
+    assert sorted(read_records(remote), key=lambda r: (r["broker"], r["queue_id"], r["queue_offset"])) == want
+    assert len({r["uniq_key"] for r in want}) == len(want) == 300 and outcome.written == 300
+    dropped = sum(s.duplicates for s in outcome.stats.values())
+    assert dropped == sum(s.duplicates for s in mine.stats.values()) == 300 // 7 + (300 % 7 > 3)
 
 
 def test_stdout_is_identical_and_in_order(spark: Any, store: str) -> None:
@@ -159,6 +205,43 @@ def test_executors_send_when_they_can_reach_the_broker(spark: Any, store: str) -
         assert len(copies(admin, "CopyExec")) == plan.total == 20
     finally:
         admin.close()
+
+
+def test_rate_paces_driver_and_executor_sends(spark: Any, store: str) -> None:
+    """--rate on Spark: one schedule where the driver sends, a share per sending executor."""
+    import time
+
+    from mqadmin.spark import jobs
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store, T0 + 10, T0 + 13)  # about 120 messages on 4 queues
+    admin = connect(store)
+    try:
+        t = time.monotonic()
+        outcome = run_replay(
+            plan, store, MessageFilter(plan.begin, plan.end), parse_target("topic:CopyRate"), spark=spark,
+            admin=admin, rate=100,
+        )  # fmt: skip
+        elapsed = time.monotonic() - t
+        assert outcome.written == plan.total == len(copies(admin, "CopyRate")) > 100
+        assert elapsed >= (plan.total - 1) / 100
+    finally:
+        admin.close()
+    admin = connect(store, read_only=True)
+    try:  # one queue: one sending task (an embedded store takes one writer at a time)
+        queues = select_queues(admin.topic_route("T").message_queues(), ["broker-a"], [1])
+        exec_plan = plan_window(admin, queues, T0 + 10, T0 + 12, slice_size=1000)
+    finally:
+        admin.close()
+    t = time.monotonic()
+    sent = jobs.send(
+        spark, exec_plan.slices, jobs.ConnectSpec(store), MessageFilter(exec_plan.begin, exec_plan.end), "topic",
+        "CopyRateExec", rate=10,
+    ).collect()  # fmt: skip
+    assert sum(s["written"] for _, s in sent) == exec_plan.total == 20
+    assert time.monotonic() - t >= (exec_plan.total - 1) / 10
+    # tasks that send at once share the rate
+    assert [jobs.rate_share(12, n, 4) for n in (1, 3, 8)] == [12, 4, 3] and jobs.rate_share(None, 2, 2) is None
 
 
 def test_checkpointed_waves_resume_without_duplicates(spark: Any, store: str, tmp_path: Path) -> None:
