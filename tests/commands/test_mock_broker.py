@@ -48,27 +48,14 @@ def test_bad_values_are_one_line_before_serving(
 def test_tls_cert_serves_tls(cli: Callable[..., CliResult], tmp_path: Path, certificate: tuple[Path, Path]) -> None:
     cert, key = certificate
     store = f"mock://{tmp_path / 'store'}"
-    args = ["mockBroker", "-n", store, "--port", "0", "--demo", "--tls-cert", str(cert), "--tls-key", str(key)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mqadmin", *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
+    proc, lines, addr = _serve(["-n", store, "--port", "0", "--demo", "--tls-cert", str(cert), "--tls-key", str(key)])
     try:
-        deadline = time.monotonic() + 60
-        while not any("namesrv " in line for line in lines):
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
-        found = re.search(r"namesrv (\S+)", next(line for line in lines if "namesrv " in line))
-        assert found is not None
-        secure = cli("queryOffset", "-n", found.group(1), "--tls-ca", str(cert), "-t", "TopicTest", "--json")
+        secure = cli("queryOffset", "-n", addr, "--tls-ca", str(cert), "-t", "TopicTest", "--json")
         assert secure.code == 0, secure.stderr
         assert secure.json()["topic"] == "TopicTest"  # type: ignore[index]
     finally:
         proc.terminate()
         proc.wait(30)
-        reader.join(10)
     assert proc.returncode == 0, "".join(lines)
 
 
@@ -110,20 +97,23 @@ def test_acl_env_needs_both_variables(
     assert r.stderr == "mqadmin: error: --acl-env needs both $MQADMIN_ACCESS_KEY and $MQADMIN_SECRET_KEY set\n"
 
 
-def _serve(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], list[str], str]:
-    """Start mockBroker; (process, its stderr lines so far, the name server address)."""
+def _serve(
+    args: list[str], env: dict[str, str] | None = None, ready: str = "namesrv "
+) -> tuple[subprocess.Popen[str], list[str], str]:
+    """Start mockBroker; (process, its stderr lines so far, the name server address) once a line
+    with ``ready`` has appeared."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "mqadmin", "mockBroker", *args],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, **env},
+        env={**os.environ, **(env or {})},
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
     deadline = time.monotonic() + 60
-    while not any("namesrv " in line for line in lines):
+    while not any(ready in line for line in lines):
         assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
         time.sleep(0.05)
     found = re.search(r"namesrv (\S+)", next(line for line in lines if "namesrv " in line))
@@ -175,26 +165,15 @@ def test_consumer_keeps_a_simulated_client_of_the_group_online(cli: Callable[...
     for broker in cluster.brokers.values():
         commit_at_time(broker, "g", "TopicTest", None)
     cluster.close()
-    args = ["mockBroker", "-n", f"mock://{tmp_path / 'store'}", "--port", "0", "--consumer", "g"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mqadmin", *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    proc, lines, addr = _serve(
+        ["-n", f"mock://{tmp_path / 'store'}", "--port", "0", "--consumer", "g"], ready="consumer g online"
     )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
     try:
-        deadline = time.monotonic() + 60
-        while not any("consumer g online" in line for line in lines):
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
-        found = re.search(r"namesrv (\S+)", next(line for line in lines if "namesrv " in line))
-        assert found is not None
-        conn: Any = cli("consumerConnection", "-n", found.group(1), "-g", "g", "--json").json()
-        progress: Any = cli("consumerProgress", "-n", found.group(1), "-g", "g", "-s", "true", "--json").json()
+        conn: Any = cli("consumerConnection", "-n", addr, "-g", "g", "--json").json()
+        progress: Any = cli("consumerProgress", "-n", addr, "-g", "g", "-s", "true", "--json").json()
     finally:
         proc.terminate()
         proc.wait(30)
-        reader.join(10)
     assert proc.returncode == 0, "".join(lines)
     assert [c["client_id"] for c in conn["clients"]] == ["127.0.0.1@1"] and "TopicTest" in conn["subscriptions"]
     held = {q["client_ip"] for q in progress["queues"] if q["topic"] == "TopicTest"}
