@@ -247,7 +247,8 @@ class Windows:
 
     rules: Rules
     queues: dict[str, list[Sample]] = field(default_factory=dict)
-    raw: dict[str, list[int | None]] = field(default_factory=dict)
+    #: rows as read: ints, but the lag time of a sample may be null
+    raw: dict[str, list[Any]] = field(default_factory=dict)
 
     def add(self, key: str, sample: Sample) -> list[Sample]:
         """Append (a sample at the same instant as the last replaces it) and trim to the window."""
@@ -286,7 +287,9 @@ class Windows:
         rows = doc["queues"]
         if not all(isinstance(r, list) and len(r) % 4 == 0 for r in rows.values()):
             raise ValueError("not a health state file")
-        if not all(type(x) is int or x is None for r in rows.values() for x in r):
+        if not all(type(x) is int for r in rows.values() for k in (0, 1, 2) for x in r[k::4]):
+            raise ValueError("not a health state file")
+        if not all(type(x) is int or x is None for r in rows.values() for x in r[3::4]):
             raise ValueError("not a health state file")
         return cls(rules, raw=rows)
 
