@@ -373,8 +373,8 @@ def health_lines(healths: dict[str, GroupHealth]) -> list[str]:
 
 def group_health_json(health: GroupHealth) -> dict[str, Any]:
     """A group's status, how many of its queues have each status, and the window of the queue the
-    status comes from: bounded by the number of groups, however many queues lag (``-g`` shows
-    every queue's window)."""
+    status comes from, in brief: bounded by the number of groups, however many queues lag (``-g``
+    shows every queue's samples)."""
     from mqadmin.health import verdict_json, worst_queue
 
     counts: dict[str, int] = {}
@@ -383,5 +383,14 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
     worst = worst_queue({k: q.verdict for k, q in health.queues.items()})
     doc = {**verdict_json(health.verdict), "queues": counts}
     if worst is not None and health.queues[worst].verdict.status:
-        doc["worst_queue"] = {"queue": worst.split(" ", 1)[1], **health.queues[worst].to_json()}
+        window = health.queues[worst].window
+        doc["worst_queue"] = {
+            "queue": worst.split(" ", 1)[1],
+            **verdict_json(health.queues[worst].verdict),
+            # the window in brief (-g shows each sample): 10,000 groups' samples cost seconds to print
+            "samples": len(window),
+            "since_ms": window[0].at_ms,
+            "consumer_offsets": [s.consumer for s in window],
+            "diffs": [s.diff for s in window],
+        }
     return doc

@@ -36,6 +36,7 @@ import contextlib
 import enum
 import errno
 import fcntl
+import gc
 import hashlib
 import os
 import re
@@ -246,14 +247,15 @@ class Windows:
 
     rules: Rules
     queues: dict[str, list[Sample]] = field(default_factory=dict)
-    raw: dict[str, list[int | None]] = field(default_factory=dict)
+    #: rows as read: ints, but the lag time of a sample may be null
+    raw: dict[str, list[Any]] = field(default_factory=dict)
 
     def add(self, key: str, sample: Sample) -> list[Sample]:
         """Append (a sample at the same instant as the last replaces it) and trim to the window."""
         window = self.queues.get(key)
         if window is None:
             flat = self.raw.pop(key, None) or []
-            window = [Sample.from_row(flat[i : i + 4]) for i in range(0, len(flat) - 3, 4)]
+            window = [Sample(*flat[i : i + 4]) for i in range(0, len(flat) - 3, 4)]
         if window and window[-1].at_ms >= sample.at_ms:
             window.pop()
         window.append(sample)
@@ -281,7 +283,15 @@ class Windows:
     def from_json(cls, doc: Any, rules: Rules) -> Windows:
         if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("queues"), dict):
             raise ValueError("not a health state file")
-        return cls(rules, raw=doc["queues"])
+        # the rows are this module's own writing; one pass checks they are whole-number rows still
+        rows = doc["queues"]
+        if not all(isinstance(r, list) and len(r) % 4 == 0 for r in rows.values()):
+            raise ValueError("not a health state file")
+        if not all(type(x) is int for r in rows.values() for k in (0, 1, 2) for x in r[k::4]):
+            raise ValueError("not a health state file")
+        if not all(type(x) is int or x is None for r in rows.values() for x in r[3::4]):
+            raise ValueError("not a health state file")
+        return cls(rules, raw=rows)
 
 
 def queue_key(group: str, topic: str, broker: str, queue_id: int, client: str | None = None) -> str:
@@ -312,6 +322,9 @@ class StateFile:
                 yield windows
                 windows.prune(now_ms)
                 atomic_write(self.path, orjson.dumps(windows.to_json()))
+                # the windows stay alive until the output is printed: collections after this one
+                # need not scan their million objects again and again
+                gc.freeze()
         finally:
             os.close(fd)  # releases the lock
 

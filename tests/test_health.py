@@ -136,6 +136,16 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
     with StateFile(path, RULES, warned.append).open(3 * MIN) as w:
         assert w.add("k", Sample(3 * MIN, 4, 5)) == [Sample(3 * MIN, 4, 5)]
     assert warned == [f"health state {path} could not be read; starting a new window"]
+    for broken in (
+        '{"format": "mqadmin-health-state/1", "queues": {"k": ["x", 1, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": [0, null, 2, 3]}}',
+        '{"format": "other"}',
+        "[]",
+    ):
+        path.write_text(broken)
+        with StateFile(path, RULES, warned.append).open(4 * MIN) as w:
+            assert w.add("k", Sample(4 * MIN, 4, 5)) == [Sample(4 * MIN, 4, 5)], broken
+    assert len(warned) == 5
 
 
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:

@@ -214,7 +214,8 @@ def test_all_groups_view_agrees_and_exits_3(history: dict[str, list[Any]]) -> No
     stuck = next(g for g in doc["groups"] if g["group"] == "stuck")["health"]
     assert stuck["queues"] == {"STALL": QUEUES}
     assert stuck["worst_queue"]["queue"] == f"{TOPIC} broker-a 0" and stuck["worst_queue"]["status"] == "STALL"
-    assert [s["consumer_offset"] for s in stuck["worst_queue"]["samples"]] == [10] * STEPS
+    assert stuck["worst_queue"]["consumer_offsets"] == [10] * STEPS and stuck["worst_queue"]["samples"] == STEPS
+    assert stuck["worst_queue"]["since_ms"] == T0
     healthy = next(g for g in doc["groups"] if g["group"] == "healthy")["health"]
     assert healthy["queues"] == {"OK": QUEUES} and "worst_queue" not in healthy
 
