@@ -54,6 +54,9 @@ class RangeReplayResult(ResultBase):
     duplicates: int | None = None
     #: a dry run: what a real run would write (read when a filter or --dedup needs the messages)
     would_write: int | None = None
+    #: --partition-by: the key, and messages per partition folder (would be written, or written)
+    partition_by: str | None = None
+    partitions: dict[str, int] | None = None
     limit: int | None = None
     checkpoint: str | None = None
     resumed_slices: int = 0
@@ -120,6 +123,8 @@ class RangeReplayResult(ResultBase):
             "written_this_run": self.written_this_run,
             "would_write": self.would_write,
             "duplicates_dropped": self.duplicates,
+            "partition_by": self.partition_by,
+            "partitions": self.partitions,
             "bytes": self.bytes,
             "elapsed_ms": self.elapsed_ms,
             "msgs_per_s": self._rate(None if self.matched is None else self.matched - self.matched_before),
@@ -164,6 +169,9 @@ class RangeReplayResult(ResultBase):
             footer.append(f"SQL92 filter: {self.sql}")
         if self.would_write is not None:
             footer.append(f"A real run would write {self.would_write} message(s)")
+        if self.partitions is not None:
+            each = ", ".join(f"{k}: {n}" for k, n in self.partitions.items())
+            footer.append(f"Partitions by {self.partition_by}: {len(self.partitions)} ({each or 'none'})")
         if self.duplicates is not None:
             footer.append(f"Dropped {self.duplicates} duplicate(s) by UNIQ_KEY (the first in queue order kept)")
         if not self.dry_run:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mqadmin.admin import Admin
     from mqadmin.replay.local import Checkpoint, ReplayOutcome
     from mqadmin.replay.planner import Plan
-    from mqadmin.replay.sinks import Target
+    from mqadmin.replay.sinks import Sink, Target
     from mqadmin.replay.worker import MessageFilter
 
 #: plans below this many messages run locally under --engine auto. Measured with
@@ -77,6 +77,7 @@ class RangeReplayParams(EngineParams):
     dedup: bool = False
     rate: str | None = None
     max_inflight: int | None = None
+    partition_by: str | None = None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter
@@ -110,6 +111,12 @@ class RangeReplayParams(EngineParams):
             raise errors.UsageError("--max-inflight must be at least 1")
         if self.max_inflight is not None and self.engine == "spark":
             raise errors.UsageError("--max-inflight runs on the local engine only (--engine local or auto)")
+        if self.partition_by is not None and not target.is_file:
+            raise errors.UsageError("--partition-by writes a folder: use it with --to jsonl:PATH or parquet:PATH")
+        if self.partition_by is not None and self.engine == "spark":
+            raise errors.UsageError(
+                "--partition-by runs on the local engine only (the Spark engine writes broker=/queue_id= folders)"
+            )
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
     @property
@@ -195,6 +202,15 @@ class RangeReplayCommand(SubCommand):
             kind=int,
             metavar="N",
         ),
+        Opt(
+            "partition_by",
+            ("--partition-by",),
+            "Write a folder of Hive-style partitions (hour=YYYY-MM-DDTHH of the store time in UTC, "
+            "broker=NAME, or broker=NAME/queue_id=N as the Spark engine writes), sealed by _MANIFEST.json "
+            "(counts, window, filters, sha256 per file) and _SUCCESS (local engine; mqadmin extension)",
+            choices=("hour", "broker", "queue"),
+            metavar="KEY",
+        ),
         Opt("limit", ("--limit",), "Stop after N messages (in queue, then offset order)", kind=int, metavar="N"),
         Opt(
             "to",
@@ -262,7 +278,7 @@ class RangeReplayCommand(SubCommand):
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
-        result.sql, result.dedup = params.sql, params.dedup
+        result.sql, result.dedup, result.partition_by = params.sql, params.dedup, params.partition_by
         _note_missing(ctx, result, missing, params.partial)
         note_expired(result, admin)
         if params.dry_run:
@@ -271,11 +287,13 @@ class RangeReplayCommand(SubCommand):
             _count_dry_run(ctx, admin, result, plan, flt, params)
             return result
         if checkpoint is not None and checkpoint.complete:
-            return _finished(result, plan, checkpoint, published_now, target)
+            _finished(result, plan, checkpoint, published_now, target)
+            _read_partitions(result, params)
+            return result
         if checkpoint is None:
-            engine = choose_engine(ctx, params, _work(plan, params.limit))
+            engine = choose_engine(ctx, params, _work_of(plan, params))
             result.engine = engine.name
-            _check_output(target, params.overwrite, engine.name)
+            _check_output(target, params.overwrite, engine.name, folder=params.partition_by is not None)
         else:
             engine = Engine.named(checkpoint.engine, ctx, params)
         _check_send_target(admin, target)
@@ -296,6 +314,7 @@ class RangeReplayCommand(SubCommand):
         journal.replay_finished(ctx, change, result)
         if outcome.limit_reached:
             result.notes.append(f"Stopped at --limit {params.limit}.")
+        _read_partitions(result, params)
         result.stdout_used = target.scheme == "stdout" and not result.dry_run
         return result
 
@@ -332,6 +351,7 @@ def _identity(ctx: Context, params: RangeReplayParams) -> dict[str, Any]:
         # options newer than the checkpoint format: only when given, so older checkpoints still resume
         **({"sql": params.sql} if params.sql is not None else {}),
         **({"dedup": True} if params.dedup else {}),
+        **({"partition_by": params.partition_by} if params.partition_by else {}),
     }
 
 
@@ -382,6 +402,14 @@ def _work(plan: Plan, limit: int | None) -> Work:
     return Work(plan.total, "plan", spark_for, stays_local="--limit is set" if limit is not None else None)
 
 
+def _work_of(plan: Plan, params: RangeReplayParams) -> Work:
+    """--partition-by is written by the local engine only."""
+    work = _work(plan, params.limit)
+    if params.partition_by and work.stays_local is None:
+        work = replace(work, stays_local="--partition-by is set")
+    return work
+
+
 def _count_earlier(result: RangeReplayResult, checkpoint: Checkpoint) -> None:
     """What the earlier runs of a resumed replay wrote and matched, so the summary can tell them apart."""
     result.written_before = checkpoint.written
@@ -406,6 +434,17 @@ def _finished(
     apply_stats(result, plan, checkpoint.done, None)
     result.complete = True
     return result
+
+
+def _read_partitions(result: RangeReplayResult, params: RangeReplayParams) -> None:
+    """A finished partitioned folder's counts, from the manifest it was sealed with."""
+    if params.partition_by is None or not result.complete:
+        return
+    from mqadmin.replay.folder import MANIFEST, read_manifest
+
+    folder = Path(params.target.value)
+    if (folder / MANIFEST).is_file():
+        result.partitions = read_manifest(folder)["partitions"]
 
 
 def _run(
@@ -461,7 +500,13 @@ def _run_on(
     from mqadmin.replay.sinks import open_sink
 
     resume = checkpoint.sink_state if checkpoint is not None else None
-    sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
+    if params.partition_by is not None:
+        from mqadmin.replay.folder import FolderSink
+
+        base = _manifest_base(plan, params)
+        sink: Sink = FolderSink(Path(target.value), target.scheme, params.partition_by, base, resume=resume)
+    else:
+        sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
     stream = ctx.env.stderr if ctx.env.stderr_tty else None
     return run_local(
         admin,
@@ -477,11 +522,34 @@ def _run_on(
     )
 
 
+def _manifest_base(plan: Plan, params: RangeReplayParams) -> dict[str, Any]:
+    """What a partitioned folder's manifest says about the run besides its files."""
+    return {
+        "format": params.target.scheme,
+        "engine": "local",
+        "partition_by": params.partition_by,
+        "topic": plan.topic,
+        "window": {"begin": plan.begin, "end": plan.end},
+        "filters": {
+            "queue": params.queue,
+            "broker": params.broker,
+            "tag": params.tag,
+            "key": params.key,
+            "sql": params.sql,
+            "dedup": params.dedup,
+            "limit": params.limit,
+        },
+    }
+
+
 def _count_dry_run(
     ctx: Context, admin: Admin, result: RangeReplayResult, plan: Plan, flt: MessageFilter, params: RangeReplayParams
 ) -> None:
     """What a real run would write. Filters and --dedup need the messages, so the dry run reads
     the window (locally, writing nothing); without them the plan is the answer."""
+    if params.partition_by is not None:
+        _count_partitions(ctx, admin, result, plan, flt, params)
+        return
     if not (params.tag or params.key or params.sql is not None or params.dedup) or plan.total == 0:
         result.would_write = min(plan.total, params.limit) if params.limit is not None else plan.total
         _note_duration(result, params.per_second)
@@ -495,6 +563,25 @@ def _count_dry_run(
     if params.dedup:
         result.duplicates = sum(s.duplicates for s in outcome.stats.values())
     result.notes.append("The dry run read the window to apply the filters; it wrote and sent nothing.")
+    _note_duration(result, params.per_second)
+
+
+def _count_partitions(
+    ctx: Context, admin: Admin, result: RangeReplayResult, plan: Plan, flt: MessageFilter, params: RangeReplayParams
+) -> None:
+    """A partitioned dry run reads the window: an hour's count needs each message's store time."""
+    from mqadmin.replay.folder import PartitionCountSink
+    from mqadmin.replay.local import run_local
+
+    assert params.partition_by is not None
+    sink = PartitionCountSink(params.partition_by)
+    stream = ctx.env.stderr if ctx.env.stderr_tty else None
+    outcome = run_local(admin, plan, flt, sink, limit=params.limit, progress_stream=stream, dedup=params.dedup)
+    result.would_write = outcome.written
+    result.partitions = dict(sorted(sink.counts.items()))
+    if params.dedup:
+        result.duplicates = sum(s.duplicates for s in outcome.stats.values())
+    result.notes.append("The dry run read the window to count each partition; it wrote nothing.")
     _note_duration(result, params.per_second)
 
 
@@ -543,14 +630,14 @@ def _settle_leftovers(
     return checkpoint, False
 
 
-def _check_output(target: Target, overwrite: bool, engine: str) -> None:
+def _check_output(target: Target, overwrite: bool, engine: str, *, folder: bool = False) -> None:
     """An existing output is replaced only with --overwrite (and only once the replay is done)."""
     if not target.is_file or target.is_remote_path:
         return
     path = Path(target.value)
     if path.exists() and not overwrite:
         raise errors.UsageError(f"{path} exists; pass --overwrite to replace it")
-    if path.is_dir() and engine == "local":
+    if path.is_dir() and engine == "local" and not folder:
         raise errors.UsageError(f"{path} is a directory (a Spark output?); the local engine writes one file")
     from mqadmin.replay.sinks import staging_paths
 

@@ -173,7 +173,7 @@ def resume_status(checkpoint: Checkpoint, staging: list[Path], output: Path) -> 
         return "published" if checkpoint.publishing and output.is_file() else "gone"
     if any(p.exists() for p in staging):
         return "resume"
-    if output.is_file():
+    if output.is_file() or (output / "_SUCCESS").is_file():  # a file, or a sealed --partition-by folder
         size = (checkpoint.sink_state or {}).get("bytes")
         all_done = len(checkpoint.done) == len(checkpoint.plan.slices)
         if checkpoint.publishing and (size is None or output.stat().st_size == size):

@@ -1,0 +1,256 @@
+"""A replay written as a folder partitioned by hour, broker or queue (``--partition-by``).
+
+The layout is the Spark engine's: Hive-style ``key=value`` folders (``broker=…/queue_id=…`` for
+queues, the value escaped as Spark escapes it), data files in them, and, once everything is in
+place, a ``_MANIFEST.json`` (counts per partition and in total, the window, the filters, the
+engine, each file's rows, size and sha256) and the ``_SUCCESS`` marker, so a downstream job can
+trust a folder that has both. Files start with ``part-``; names starting with ``_`` or ``.``
+are skipped by Spark, Hive and pyarrow readers.
+
+Work happens in ``PATH.parts/``: one file per slice and partition, complete or absent (written
+beside its name and renamed), so a resumed run keeps exactly the files its checkpoint lists.
+The finished folder is renamed into place; an existing output (``--overwrite``) is removed first.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mqadmin.errors import UsageError
+from mqadmin.model import Message
+from mqadmin.replay.planner import Slice
+from mqadmin.replay.records import ROW_KEYS, Row, json_chunks, rows_to_table, to_row
+from mqadmin.safety import fsync_dir
+
+PARTITION_BY = ("hour", "broker", "queue")
+MANIFEST = "_MANIFEST.json"
+SUCCESS = "_SUCCESS"
+#: the partition columns each choice takes out of Parquet files (in the folder names instead, as
+#: Spark's writer does); JSON lines keep every field, as the Spark engine's text files do
+DROPPED = {"hour": (), "broker": ("broker",), "queue": ("broker", "queue_id")}
+#: characters Spark escapes in a partition folder name (ExternalCatalogUtils.escapePathName)
+_ESCAPED = frozenset([chr(c) for c in range(1, 32)] + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f"])
+_ESCAPED |= {"{", "[", "]", "^"}
+_BROKER, _QUEUE_ID, _STORE_TS = ROW_KEYS.index("broker"), ROW_KEYS.index("queue_id"), ROW_KEYS.index("store_timestamp")
+
+
+def escape(value: str) -> str:
+    """A partition value escaped as Spark (and Hive) escape it in a folder name."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def queue_folder(broker: str, queue_id: int) -> str:
+    """``broker=…/queue_id=…``: the Spark engine's folder of a queue."""
+    return f"broker={escape(broker)}/queue_id={queue_id}"
+
+
+def hour_of(store_ms: int) -> str:
+    """The UTC hour of a store timestamp as a folder value: ``2026-11-28T05``."""
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(store_ms // 1000))
+
+
+def partition_of(by: str, row: Row) -> str:
+    """The relative folder of a row."""
+    if by == "queue":
+        return queue_folder(row[_BROKER], row[_QUEUE_ID])
+    if by == "broker":
+        return f"broker={escape(row[_BROKER])}"
+    return f"hour={hour_of(row[_STORE_TS])}"
+
+
+def count_partitions(by: str, rows: Sequence[Row]) -> dict[str, int]:
+    """Rows per partition folder (the dry run's answer, and the manifest's)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = partition_of(by, row)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def count_slice(by: str, slc: Slice, rows: Sequence[Row]) -> dict[str, int]:
+    """PartitionCountSink's encoder (worker processes run it)."""
+    return count_partitions(by, rows)
+
+
+def write_slice(parts: str, scheme: str, by: str, slc: Slice, rows: Sequence[Row]) -> list[tuple[str, str, int]]:
+    """Write a slice's rows, one file per partition, each synced beside its final name; returns
+    (written file, final relative path, rows). Worker processes run this in parallel."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(partition_of(by, row), []).append(row)
+    out = []
+    ext = "jsonl" if scheme == "jsonl" else "parquet"
+    for folder, group in groups.items():
+        final = f"{folder}/part-{slc.index:08d}.{ext}"
+        tmp = Path(parts) / f".{slc.index:08d}.{len(out)}.{os.getpid()}.tmp"
+        if scheme == "jsonl":
+            with tmp.open("wb") as f:
+                f.writelines(json_chunks(group))
+                f.flush()
+                os.fsync(f.fileno())
+        else:
+            import pyarrow.parquet as pq
+
+            table = rows_to_table(group)
+            pq.write_table(table.drop_columns(list(DROPPED[by])), tmp)
+            with tmp.open("rb") as f:
+                os.fsync(f.fileno())
+        out.append((str(tmp), final, len(group)))
+    return out
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest(folder: Path, files: dict[str, int], base: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of the files (relative path -> rows) under ``folder``."""
+    partitions: dict[str, int] = {}
+    entries = []
+    for rel in sorted(files):
+        part = rel.rsplit("/", 1)[0]
+        partitions[part] = partitions.get(part, 0) + files[rel]
+        path = folder / rel
+        entries.append({"path": rel, "rows": files[rel], "bytes": path.stat().st_size, "sha256": sha256(path)})
+    return {**base, "total": sum(files.values()), "partitions": partitions, "files": entries}
+
+
+def seal(folder: Path, doc: dict[str, Any]) -> None:
+    """Write the manifest (atomically), then ``_SUCCESS``: both last, so a reader that sees the
+    marker sees a complete folder."""
+    tmp = folder / f".{MANIFEST}.tmp"
+    with tmp.open("w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / MANIFEST)
+    with (folder / SUCCESS).open("wb") as f:
+        os.fsync(f.fileno())
+    fsync_dir(folder)
+
+
+class FolderSink:
+    """JSONL or Parquet files in partition folders; see the module docstring."""
+
+    def __init__(self, path: Path, scheme: str, by: str, base: dict[str, Any], *, resume: dict[str, Any] | None = None):
+        if scheme == "parquet":
+            from mqadmin.replay import require
+
+            require("pyarrow.parquet", "--to parquet:")
+        self.path, self.scheme, self.by, self.base = path, scheme, by, base
+        self.parts = path.with_name(path.name + ".parts")
+        self._files: dict[str, int] = {}
+        if resume is not None:
+            self._files = {str(k): int(v) for k, v in (resume.get("files") or {}).items()}
+            gone = [rel for rel in self._files if not (self.parts / rel).is_file()]
+            if gone:
+                raise UsageError(f"cannot resume: {self.parts / gone[0]} is gone; delete the checkpoint to start over")
+            self._drop_unrecorded()
+        else:
+            shutil.rmtree(self.parts, ignore_errors=True)
+        self.parts.mkdir(parents=True, exist_ok=True)
+
+    def _drop_unrecorded(self) -> None:
+        """Remove what a killed run wrote after its last checkpoint record."""
+        if not self.parts.is_dir():
+            return
+        for f in sorted(self.parts.rglob("*"), reverse=True):
+            rel = f.relative_to(self.parts).as_posix()
+            if f.is_file() and rel not in self._files:
+                f.unlink()
+            elif f.is_dir() and not any(f.iterdir()):
+                f.rmdir()
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        return self.write_encoded(slc, self.encoder()(slc, rows), len(rows))
+
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], list[tuple[str, str, int]]]:
+        return functools.partial(write_slice, str(self.parts), self.scheme, self.by)
+
+    def batch_encoder(self) -> None:
+        return None
+
+    def write_encoded(self, slc: Slice, encoded: list[tuple[str, str, int]], count: int) -> int:
+        """Move the files ``write_slice`` wrote (and synced) to their partition folders."""
+        folders = set()
+        for tmp, rel, rows in encoded:
+            dest = self.parts / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, dest)
+            folders.add(dest.parent)
+            self._files[rel] = rows
+        for folder in folders:
+            fsync_dir(folder)
+        return count
+
+    def sync(self) -> dict[str, Any]:
+        fsync_dir(self.parts)
+        return {"files": dict(self._files)}
+
+    def finish(self) -> None:
+        seal(self.parts, manifest(self.parts, self._files, self.base))
+        if self.path.is_dir() and not self.path.is_symlink():
+            shutil.rmtree(self.path)  # --overwrite: checked before the run
+        elif self.path.exists():
+            self.path.unlink()
+        os.replace(self.parts, self.path)
+        fsync_dir(self.path.parent)
+
+    def abort(self, *, keep: bool) -> None:
+        if not keep:
+            shutil.rmtree(self.parts, ignore_errors=True)
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    return doc
+
+
+class PartitionCountSink:
+    """Writes nothing and counts per partition: the dry run of a partitioned replay."""
+
+    def __init__(self, by: str):
+        self.by = by
+        self.counts: dict[str, int] = {}
+
+    def write(self, slc: Slice, messages: Sequence[Message]) -> int:
+        return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
+
+    def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
+        return self.write_encoded(slc, count_partitions(self.by, rows), len(rows))
+
+    def encoder(self) -> Callable[[Slice, Sequence[Row]], dict[str, int]]:
+        return functools.partial(count_slice, self.by)
+
+    def batch_encoder(self) -> None:
+        return None
+
+    def write_encoded(self, slc: Slice, encoded: dict[str, int], count: int) -> int:
+        for key, n in encoded.items():
+            self.counts[key] = self.counts.get(key, 0) + n
+        return count
+
+    def sync(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self, *, keep: bool) -> None:
+        pass
