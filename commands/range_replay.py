@@ -113,9 +113,10 @@ class RangeReplayParams(EngineParams):
             raise errors.UsageError("--max-inflight runs on the local engine only (--engine local or auto)")
         if self.partition_by is not None and not target.is_file:
             raise errors.UsageError("--partition-by writes a folder: use it with --to jsonl:PATH or parquet:PATH")
-        if self.partition_by is not None and self.engine == "spark":
+        if self.partition_by not in (None, "queue") and self.engine == "spark":
             raise errors.UsageError(
-                "--partition-by runs on the local engine only (the Spark engine writes broker=/queue_id= folders)"
+                f"--partition-by {self.partition_by} runs on the local engine only "
+                "(the Spark engine writes broker=/queue_id= folders: --partition-by queue)"
             )
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
 
@@ -288,6 +289,11 @@ class RangeReplayCommand(SubCommand):
             return result
         if checkpoint is not None and checkpoint.complete:
             _finished(result, plan, checkpoint, published_now, target)
+            if params.partition_by is not None and checkpoint.engine == "spark" and not result.dry_run:
+                from mqadmin.replay.folder import MANIFEST
+
+                if not (Path(target.value) / MANIFEST).is_file():  # killed after the last wave, before sealing
+                    _seal_spark_folder(plan, params)
             _read_partitions(result, params)
             return result
         if checkpoint is None:
@@ -403,10 +409,10 @@ def _work(plan: Plan, limit: int | None) -> Work:
 
 
 def _work_of(plan: Plan, params: RangeReplayParams) -> Work:
-    """--partition-by is written by the local engine only."""
+    """--partition-by hour and broker are written by the local engine only."""
     work = _work(plan, params.limit)
-    if params.partition_by and work.stays_local is None:
-        work = replace(work, stays_local="--partition-by is set")
+    if params.partition_by not in (None, "queue") and work.stays_local is None:
+        work = replace(work, stays_local=f"--partition-by {params.partition_by} is set")
     return work
 
 
@@ -481,7 +487,7 @@ def _run_on(
     if engine.name == "spark":
         from mqadmin.spark.engine import run_replay
 
-        return run_replay(
+        outcome = run_replay(
             plan,
             engine.executors(ctx),
             flt,
@@ -496,6 +502,9 @@ def _run_on(
             dedup=params.dedup,
             rate=params.per_second,
         )
+        if params.partition_by is not None:
+            _seal_spark_folder(plan, params)
+        return outcome
     from mqadmin.replay.local import run_local
     from mqadmin.replay.sinks import open_sink
 
@@ -503,7 +512,7 @@ def _run_on(
     if params.partition_by is not None:
         from mqadmin.replay.folder import FolderSink
 
-        base = _manifest_base(plan, params)
+        base = _manifest_base(plan, params, "local")
         sink: Sink = FolderSink(Path(target.value), target.scheme, params.partition_by, base, resume=resume)
     else:
         sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
@@ -522,11 +531,18 @@ def _run_on(
     )
 
 
-def _manifest_base(plan: Plan, params: RangeReplayParams) -> dict[str, Any]:
+def _seal_spark_folder(plan: Plan, params: RangeReplayParams) -> None:
+    """The Spark engine's folder gets the local engine's manifest, from the files it committed."""
+    from mqadmin.replay.folder import seal_written
+
+    seal_written(Path(params.target.value), _manifest_base(plan, params, "spark"))
+
+
+def _manifest_base(plan: Plan, params: RangeReplayParams, engine: str) -> dict[str, Any]:
     """What a partitioned folder's manifest says about the run besides its files."""
     return {
         "format": params.target.scheme,
-        "engine": "local",
+        "engine": engine,
         "partition_by": params.partition_by,
         "topic": plan.topic,
         "window": {"begin": plan.begin, "end": plan.end},

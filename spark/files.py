@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.errors import UsageError
+from mqadmin.replay.folder import queue_folder
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row, json_chunks
 from mqadmin.replay.worker import SliceStats
@@ -55,15 +56,8 @@ PARQUET_CODECS = {
 PARQUET_GROUP_ROWS = 65536
 #: the partition columns: in the folder names, not in the files
 PARTITION_COLUMNS = ("broker", "queue_id")
-#: characters Spark escapes in a partition folder name (ExternalCatalogUtils.escapePathName)
-_ESCAPED = frozenset([chr(c) for c in range(1, 32)] + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f"])
-_ESCAPED |= {"{", "[", "]", "^"}
-
-
-def partition_folder(broker: str, queue_id: int) -> str:
-    """``broker=…/queue_id=…`` with the value escaped as Spark (and Hive) escape it."""
-    value = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in broker)
-    return f"broker={value}/queue_id={queue_id}"
+#: ``broker=…/queue_id=…`` with the value escaped as Spark (and Hive) escape it
+partition_folder = queue_folder
 
 
 @dataclass(frozen=True)

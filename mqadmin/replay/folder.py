@@ -127,6 +127,26 @@ def manifest(folder: Path, files: dict[str, int], base: dict[str, Any]) -> dict[
     return {**base, "total": sum(files.values()), "partitions": partitions, "files": entries}
 
 
+def seal_written(folder: Path, base: dict[str, Any]) -> dict[str, Any]:
+    """Seal a folder another writer filled (the Spark engine's ``broker=…/queue_id=…`` files):
+    each data file's rows are counted from the file itself (lines, or the Parquet footer)."""
+    files: dict[str, int] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if not path.is_file() or any(p.startswith(("_", ".")) for p in rel.split("/")):
+            continue
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            files[rel] = pq.read_metadata(path).num_rows
+        else:
+            with path.open("rb") as f:
+                files[rel] = sum(block.count(b"\n") for block in iter(lambda f=f: f.read(1 << 20), b""))
+    doc = manifest(folder, files, base)
+    seal(folder, doc)
+    return doc
+
+
 def seal(folder: Path, doc: dict[str, Any]) -> None:
     """Write the manifest (atomically), then ``_SUCCESS``: both last, so a reader that sees the
     marker sees a complete folder."""
