@@ -86,7 +86,7 @@ def write_slice(parts: str, scheme: str, by: str, slc: Slice, rows: Sequence[Row
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(partition_of(by, row), []).append(row)
-    out = []
+    out: list[tuple[str, str, int]] = []
     ext = "jsonl" if scheme == "jsonl" else "parquet"
     for folder, group in groups.items():
         final = f"{folder}/part-{slc.index:08d}.{ext}"
@@ -140,11 +140,18 @@ def seal_written(folder: Path, base: dict[str, Any]) -> dict[str, Any]:
 
             files[rel] = pq.read_metadata(path).num_rows
         else:
-            with path.open("rb") as f:
-                files[rel] = sum(block.count(b"\n") for block in iter(lambda f=f: f.read(1 << 20), b""))
+            files[rel] = _lines(path)
     doc = manifest(folder, files, base)
     seal(folder, doc)
     return doc
+
+
+def _lines(path: Path) -> int:
+    n = 0
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+    return n
 
 
 def seal(folder: Path, doc: dict[str, Any]) -> None:
