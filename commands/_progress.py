@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.commands._common import missing_brokers_json, time_fields
 
 from mqadmin.output import ResultBase, Table
+from mqadmin.protocol.constants import DLQ_PREFIX
 from mqadmin.timeparse import format_duration, format_java, format_zoned
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ class GroupProgress(ResultBase):
     missing_brokers: dict[str, str] = field(default_factory=dict)
     #: --health: the group's and each queue's status over the window
     health: GroupHealth | None = None
+    #: messages in the group's dead-letter topic (%DLQ%GROUP): 0 when it has none, None when unread
+    dlq_depth: int | None = 0
 
     @property
     def diff_total(self) -> int:
@@ -151,6 +154,7 @@ class GroupProgress(ResultBase):
             "tps": None if self.offline else round(self.tps, 2),
             "diff_total": self.diff_total,
             "lag_time_ms": self.lag_time_ms,
+            "dlq_depth": self.dlq_depth,
             "queues": [
                 {
                     "topic": q.topic,
@@ -193,6 +197,8 @@ class GroupProgress(ResultBase):
             f"Consume Inflight Total: {sum(q.inflight for q in self.queues)}",
             lag_line(self.lag_time_ms),
         ]
+        if self.dlq_depth:
+            footer.append(f"Dead letters: {self.dlq_depth} message(s) in {DLQ_PREFIX}{self.group}")
         if self.health is not None:
             footer.append(health_line(self.health))
         footer += [

@@ -46,6 +46,7 @@ from mqadmin.health import (
     state_path,
 )
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
+from mqadmin.protocol.constants import DLQ_PREFIX
 from mqadmin.protocol.versions import version_desc
 from mqadmin.registry import Opt, SubCommand, register
 from mqadmin.timeparse import parse_duration_ms
@@ -319,7 +320,23 @@ class ConsumerProgressCommand(SubCommand):
         if not offsets and not missing:
             _online_or_unknown(ctx, group, topic)
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
-        return GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin), missing_brokers=missing)
+        result = GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin), missing_brokers=missing)
+        result.dlq_depth = dlq_depth(ctx, group)
+        return result
+
+
+def dlq_depth(ctx: Context, group: str) -> int | None:
+    """Messages in the group's dead-letter topic: the sum of its queues' max - min offsets (0 when
+    the broker never made one); None, with a note, when it cannot be read (the rest still shows)."""
+    admin = ctx.admin()
+    try:
+        queues = admin.topic_route(DLQ_PREFIX + group).message_queues()
+        return sum(s.max_offset - s.min_offset for s in admin.queue_stats(queues).values())
+    except errors.TopicNotExist:
+        return 0
+    except errors.MqadminError as exc:
+        ctx.env.note(f"the depth of {DLQ_PREFIX}{group} was not read: {exc}")
+        return None
 
 
 def _summary(

@@ -114,6 +114,16 @@ def group_exposition(
             labels,
             diff,
         )
+    dlq = DLQ_PREFIX + group
+    if doc.get("dlq_depth") is not None and dlq not in diff_by_topic:
+        # the group's dead letters: nobody consumes them, so all of them are its DLQ diff
+        labels = {"group": group, "topic": dlq, "countOfOnlineConsumers": online, "msgModel": model_label}
+        exp.add(
+            _diff_family(dlq),
+            "Messages the group is behind on the topic (rocketmq-exporter's GroupDiff)",
+            labels,
+            doc["dlq_depth"],
+        )
     for (broker, topic), offset in offset_by_broker.items():
         labels = {"cluster": clusters.get(broker, ""), "broker": broker, "topic": topic, "group": group}
         exp.add(
