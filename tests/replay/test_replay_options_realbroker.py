@@ -205,8 +205,13 @@ def test_dead_letters_home_and_to_one_group_on_a_real_broker(broker: tuple[str, 
             assert time.monotonic() < deadline
             time.sleep(0.2)
         before = {mq: admin.max_offset(mq) for mq in wait_route(admin, TOPIC)}
+        for mq in before:
+            admin.update_consumer_offset(SMS, mq, 0)  # so consumerProgress knows the group
     finally:
         admin.close()
+    progress = cli_proc("consumerProgress", "-n", namesrv, "-g", SMS, "--json")
+    assert progress.code == 0, progress.stderr
+    assert json.loads(progress.stdout)["dlq_depth"] == len(source)  # what the broker dead-lettered
     base = ("rangeReplay", "-n", namesrv, "-t", f"%DLQ%{SMS}", "-b", "-1h", "--yes", "--json")
     home = cli_proc(*base, "--to", "origin")
     assert home.code == 0, home.stderr
