@@ -190,6 +190,23 @@ def test_dedup_on_a_real_broker(broker: tuple[str, str], tmp_path: Path, cli_pro
     assert json.loads(dry.stdout)["would_write"] == 60
 
 
+def test_partitioned_folder_on_a_real_broker(broker: tuple[str, str], tmp_path: Path, cli_proc: Run) -> None:
+    """--partition-by queue with a filter: the folder holds what the single file holds, sealed by
+    a manifest whose counts the dry run gave."""
+    namesrv, _ = broker
+    args = ("rangeReplay", "-n", namesrv, "-t", TOPIC, "-b", "-1h", "--sql", "kind = 'sms'", "--json")
+    flat, out = tmp_path / "flat.jsonl", tmp_path / "out"
+    assert cli_proc(*args, "--to", f"jsonl:{flat}").code == 0
+    dry = cli_proc(*args, "--partition-by", "queue", "--to", f"parquet:{out}", "--dry-run")
+    r = cli_proc(*args, "--partition-by", "queue", "--to", f"parquet:{out}")
+    assert r.code == 0 and dry.code == 0, r.stderr + dry.stderr
+    assert list(read_records(out)) == list(read_records(flat))
+    manifest = json.loads((out / "_MANIFEST.json").read_text())
+    assert manifest["partitions"] == json.loads(dry.stdout)["partitions"] == json.loads(r.stdout)["partitions"]
+    assert len(manifest["partitions"]) == QUEUES and manifest["total"] == json.loads(r.stdout)["written"] > 0
+    assert (out / "_SUCCESS").is_file()
+
+
 def test_dead_letters_home_and_to_one_group_on_a_real_broker(broker: tuple[str, str], cli_proc: Run) -> None:
     """The broker's own send-back dead-letters messages of TOPIC; --to origin sends them back to
     TOPIC, --to group:SMS into %RETRY%SMS, where they are not dead-lettered again."""
