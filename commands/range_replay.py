@@ -372,7 +372,7 @@ def _open_checkpoint(ctx: Context, params: RangeReplayParams, args: dict[str, An
     checkpoint = Checkpoint.load(cp_path, args)
     if checkpoint is None or checkpoint.complete:
         return checkpoint, False
-    return _settle_leftovers(ctx, checkpoint, params.target, params.overwrite)
+    return _settle_leftovers(ctx, checkpoint, params.target, params.overwrite, folder=params.partition_by is not None)
 
 
 def _plan(admin: Admin, params: RangeReplayParams, begin: int, end: int) -> tuple[Plan, dict[str, str]]:
@@ -619,7 +619,7 @@ def _duration(seconds: float) -> str:
 
 
 def _settle_leftovers(
-    ctx: Context, checkpoint: Checkpoint, target: Target, overwrite: bool
+    ctx: Context, checkpoint: Checkpoint, target: Target, overwrite: bool, *, folder: bool = False
 ) -> tuple[Checkpoint | None, bool]:
     """An unfinished file replay always makes progress: an output an earlier run published but
     did not record is recorded as finished (True); an unfinished output that is gone means
@@ -636,7 +636,7 @@ def _settle_leftovers(
         ctx.env.note(f"{target.value} was already in place (the earlier run was stopped before recording that)")
         return checkpoint, True
     if status == "gone":
-        missing = staging[0] if target.scheme == "jsonl" else staging[1]
+        missing = staging[0] if target.scheme == "jsonl" and not folder else staging[1]
         if not overwrite:
             raise errors.UsageError(
                 f"cannot resume: the unfinished output ({missing}) is gone; pass --overwrite to start over"

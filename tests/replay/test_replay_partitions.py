@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -149,6 +150,17 @@ def test_killed_partitioned_replay_resumes_exactly(door: str, tmp_path: Path, cl
     got = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert got == sorted(p.relative_to(clean).as_posix() for p in clean.rglob("*") if p.is_file())
     assert not (tmp_path / "out.parts").exists()
+
+
+def test_resume_whose_unfinished_folder_is_gone(door: str, tmp_path: Path, cli_proc: Run) -> None:
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    run = (*window_args(door), "--partition-by", "queue", "--to", f"jsonl:{out}", "--checkpoint", str(cp))
+    assert cli_proc(*run, env={"MQADMIN_FAULT_POINT": "replay-slice-recorded"}).code == -signal.SIGKILL
+    shutil.rmtree(tmp_path / "out.parts")
+    gone = cli_proc(*run)
+    assert gone.code == 2 and f"({tmp_path / 'out.parts'}) is gone" in gone.stderr and not out.exists()
+    over = cli_proc(*run, "--overwrite", "--json")
+    assert over.code == 0 and json.loads(over.stdout)["written"] == manifest(out)["total"] > 0
 
 
 def test_existing_folder_needs_overwrite(door: str, tmp_path: Path, cli: Run) -> None:
