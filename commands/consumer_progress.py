@@ -64,11 +64,11 @@ class ConsumerProgressParams:
     show_client_ip: str | None
     partial: bool
     no_clients: bool
-    health: bool = False
-    fail_on: str = "STALL"
-    health_samples: int = 5
-    health_max_age: str = "1h"
-    warn_lag_time: str | None = None
+    health: bool
+    fail_on: str
+    health_samples: int
+    health_max_age: str
+    warn_lag_time: str | None
 
     def __post_init__(self) -> None:
         self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)

@@ -73,11 +73,11 @@ class RangeReplayParams(EngineParams):
     checkpoint: str | None
     partial: bool
     consumer_group: str | None
-    sql: str | None = None
-    dedup: bool = False
-    rate: str | None = None
-    max_inflight: int | None = None
-    partition_by: str | None = None
+    sql: str | None
+    dedup: bool
+    rate: str | None
+    max_inflight: int | None
+    partition_by: str | None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter

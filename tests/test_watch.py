@@ -47,9 +47,11 @@ def watched(store: Store, fmt: str, stdout: io.StringIO, output_file: str | None
             raise KeyboardInterrupt
         clock["now"] += STEP_MS
 
-    values = {"group": None, "topic": None, "local_store": None, "max_lag": None, "max_lag_time": None}
-    values |= {"show_client_ip": None, "partial": False, "no_clients": False} | options
-    call = lookup("consumerProgress").bind(values)
+    from mqadmin.cli import RUN_OPTIONS
+
+    command = lookup("consumerProgress")
+    values = {o.dest: o.default for o in command.options if o.dest not in RUN_OPTIONS} | options
+    call = command.bind(values)
     with pytest.raises(KeyboardInterrupt):
         watch_loop(ctx, call, 0.01, fmt, output_file, sleep=sleep)
     ctx.close()

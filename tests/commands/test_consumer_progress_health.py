@@ -60,6 +60,10 @@ DEFAULTS: dict[str, Any] = {
     "partial": False,
     "no_clients": False,
     "health": True,
+    "fail_on": "STALL",
+    "health_samples": 5,
+    "health_max_age": "1h",
+    "warn_lag_time": None,
 }
 
 

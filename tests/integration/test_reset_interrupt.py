@@ -114,7 +114,7 @@ def test_ctrl_c_at_the_question_changes_nothing(rig: Rig, mqadmin_home: Path) ->
     assert set(rig.offsets().values()) == {BASELINE}
     argv = [sys.executable, "-m", "mqadmin", "resetOffsetByTime", "-n", rig.namesrv, "-g", GROUP, "-t", TOPIC]
     with Terminal([*argv, "-s", RESET_TS], cols=200, rows=60) as term:
-        term.wait_for(lambda s: "Apply to 8 queue(s) of group g? [y/N]" in s, 30)
+        term.wait_for(lambda s: "Apply to 8 queue(s) of group g on cluster" in s and "[y/N]" in s, 30)
         term.send("\x03")
         code = term.wait(10)
         screen = term.text()
