@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -104,6 +105,24 @@ class Store:
 def door(request: pytest.FixtureRequest) -> str:
     """How commands reach a test store: "embedded", or "tcp" through the mock server."""
     return str(getattr(request, "param", "embedded"))
+
+
+@contextlib.contextmanager
+def store_address(root: Path, door: str) -> Iterator[str]:
+    """The address of the store at ``root`` through ``door``: ``mock://ROOT`` embedded, or the
+    name server of a mock server over it ("tcp"), stopped on exit."""
+    if door == "embedded":
+        yield f"mock://{root}"
+        return
+    from mqadmin.mock.server import MockServer
+
+    cluster = MockCluster(root, writable=True)
+    server = MockServer(cluster, namesrv_port=0).start()
+    try:
+        yield server.namesrv_addr
+    finally:
+        server.stop()
+        cluster.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -9,12 +9,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CliResult
+from conftest import CliResult, store_address
 
 from mqadmin.admin import connect
 from mqadmin.message import new_uniq_key
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.server import MockServer
 from mqadmin.model import Message
 
 Run = Callable[..., CliResult]
@@ -46,16 +45,8 @@ def door(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh store per test: these tests send, and each asserts what arrived."""
     root = tmp_path / "store"
     seed(root)
-    if request.param == "embedded":
-        yield f"mock://{root}"
-        return
-    cluster = MockCluster(root, writable=True)
-    server = MockServer(cluster, namesrv_port=0).start()
-    try:
-        yield server.namesrv_addr
-    finally:
-        server.stop()
-        cluster.close()
+    with store_address(root, request.param) as address:
+        yield address
 
 
 def messages(address: str, topic: str) -> list[Message]:

@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CliResult
+from conftest import CliResult, store_address
 
 from mqadmin.admin import connect
 from mqadmin.message import new_uniq_key
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.server import MockServer
 from mqadmin.model import Message
 from mqadmin.replay.records import read_records
 
@@ -55,16 +54,8 @@ def seed(root: Path) -> None:
 def door(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp(f"filters-{request.param}") / "store"
     seed(root)
-    if request.param == "embedded":
-        yield f"mock://{root}"
-        return
-    cluster = MockCluster(root, writable=True)
-    server = MockServer(cluster, namesrv_port=0).start()
-    try:
-        yield server.namesrv_addr
-    finally:
-        server.stop()
-        cluster.close()
+    with store_address(root, request.param) as address:
+        yield address
 
 
 def stored(address: str) -> list[Message]:
