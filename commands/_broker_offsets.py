@@ -69,6 +69,10 @@ class BrokerOffsets:
         #: brokers that pushed the reset to online consumers; queues whose write a broker acknowledged
         self.pushed: set[str] = set()
         self.acked: set[Key] = set()
+        #: brokers that took a server-side reset: until the group's next pull or pop takes it the
+        #: broker ignores commits, then it serves from the reset offset (ConsumerManageProcessor,
+        #: PullMessageProcessor, PopMessageProcessor.resetPopOffset)
+        self.server_side: set[str] = set()
         #: the group pulled messages in the last minute (consume stats): a client commits offsets,
         #: whether or not the broker lists it (one that sends no heartbeats)
         self.committing = False
@@ -218,6 +222,7 @@ class BrokerOffsets:
                     offset=q.new_offset,
                 )
                 self.acked.add(q.mq_key)
+            self.server_side.add(broker)
             return f"broker-side reset (server-side, broker {info.version})", None
         if path == "push" and not self.explicit and reset_ts is not None:
             try:
@@ -359,7 +364,9 @@ class BrokerOffsets:
             if got is None or got == q.new_offset:
                 continue
             old = q.old_offset if q.old_offset is not None else q.new_offset
-            keeps_own = online is None or online.consume_type == PULL
+            # A server-side reset reaches every client through its next pull or pop (a POP group,
+            # through a proxy, has no client the broker lists): moving on from it is consuming.
+            keeps_own = (online is None or online.consume_type == PULL) and q.broker not in self.server_side
             if q.new_offset < old:
                 # re-delivering: consumers that took the reset move forward from it, not past where they were
                 undone = got < q.new_offset or (keeps_own and got >= old)
@@ -407,7 +414,7 @@ class BrokerOffsets:
         counts: dict[str, dict[str, int]] = {}
         for q in result.queues:
             if q.outcome is not None:
-                word = q.outcome.split(" ", 1)[0]
+                word = q.outcome.split(" ", 1)[0].rstrip(":")
                 per = counts.setdefault(q.broker, {})
                 per[word] = per.get(word, 0) + 1
         done = sum(1 for q in result.queues if applied(q) or q.outcome == ACKED)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from mqadmin.commands import _reset as flow
 from mqadmin.commands._broker_offsets import BrokerOffsets
 
 from mqadmin.cli import main
+from mqadmin.model import MessageQueue
 from mqadmin.output import Env
 
 GROUP, TOPIC = "g", "TopicTest"
@@ -188,7 +190,8 @@ def test_a_change_between_the_writes_and_the_read_back_is_reported_as_overwritte
 
 class SilentCommitter:
     """A client the broker does not list (it sends no heartbeats) that pulls a message per queue
-    each round and commits the offsets it keeps itself: it undoes any reset written to the broker."""
+    each round and commits the offsets it keeps itself: it undoes a reset written straight to the
+    offsets, and follows a server-side one (its next pull answers with the reset offset)."""
 
     def __init__(self, namesrv: str, interval_s: float = 0.3) -> None:
         from mqadmin.remoting.backend import RemotingAdmin
@@ -196,6 +199,7 @@ class SilentCommitter:
         self.admin = RemotingAdmin(namesrv, timeout=5)
         queues = self.admin.topic_route(TOPIC).message_queues()
         self.offsets = {mq: self.admin.consumer_offset(GROUP, mq) or 0 for mq in queues}
+        self.history: dict[MessageQueue, list[int]] = {mq: [] for mq in queues}
         self.interval_s, self._stop, self.moved = interval_s, threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -204,6 +208,7 @@ class SilentCommitter:
         while not self._stop.wait(self.interval_s):
             for mq, offset in self.offsets.items():
                 self.offsets[mq] = self.admin.pull(mq, offset, 1, group=GROUP).next_begin_offset
+                self.history[mq].append(self.offsets[mq])
                 self.admin.update_consumer_offset(GROUP, mq, self.offsets[mq])
             self.moved.set()
 
@@ -218,7 +223,9 @@ def test_a_committer_the_broker_does_not_list_is_caught_by_the_second_read_back(
 ) -> None:
     if door == "embedded":
         pytest.skip("an embedded store has no connections, so no client can commit beside the reset")
-    store = make_store(count=800, groups={GROUP: 0})  # the group has its whole backlog ahead
+    # A 4.x broker: offsets are written directly, so the committer's next commit wins. (A 5.2+
+    # broker keeps a server-side reset pending and ignores commits until the next pull takes it.)
+    store = make_store(count=800, groups={GROUP: 0}, version="4.9.7")  # the whole backlog ahead
     monkeypatch.setattr(flow, "COMMIT_WAIT_S", 1.5)
     committer = SilentCommitter(store.address)
     try:
@@ -237,3 +244,28 @@ def test_a_committer_the_broker_does_not_list_is_caught_by_the_second_read_back(
         now = int(q["outcome"].split("at ", 1)[1].split(" ")[0])
         assert committer_started[k] <= now <= final[k] and final[k] > 0
     assert _backup(r) == {k: q["old_offset"] for k, q in printed.items()}  # what the apply replaced
+
+
+def test_a_server_side_reset_reaches_a_committer_the_broker_does_not_list(
+    make_store: Callable[..., Store], door: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 5.2+ the broker ignores commits while a reset is pending and answers the next pull with
+    it: the client re-consumes from the reset, and the read-back after the commit interval finding
+    it at or past its old place is consumption, not an undo (so too a POP group behind a proxy)."""
+    if door == "embedded":
+        pytest.skip("an embedded store has no connections, so no client can commit beside the reset")
+    store = make_store(count=800, groups={GROUP: 0}, version="5.3.3")
+    monkeypatch.setattr(flow, "COMMIT_WAIT_S", 1.5)
+    committer = SilentCommitter(store.address)
+    try:
+        assert committer.moved.wait(10)
+        r = _run("resetOffsetByTime", "-n", store.address, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--json")
+        time.sleep(3 * committer.interval_s)
+    finally:
+        committer.close()
+    assert r.code == 0, r.stderr
+    assert "broker lists none, but the group pulled messages" in r.stderr  # the second read-back ran
+    assert "undone" not in r.stdout
+    assert all(q["outcome"].startswith("applied") and q["new_offset"] == 0 for q in _printed(r).values())
+    for mq, seen in committer.history.items():  # the client was moved back to the reset and went on from it
+        assert any(b < a for a, b in zip(seen, seen[1:], strict=False)), (mq, seen)
