@@ -8,12 +8,13 @@ is wrong. Store times differ between the two runs, so time searches use each sid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from tests.support import realbroker as rb
 pytestmark = [pytest.mark.realbroker, pytest.mark.interop]
 
 TOPIC, GROUP, FRESH_GROUP, QUEUES, COUNT = "DiffTopic", "diff_group", "diff_fresh", 4, 40
+#: versions whose real side is the cluster shared with other modules
+SHARED_VERSIONS = ("5.5.1",)
 
 
 @dataclass
@@ -65,11 +68,22 @@ def prepare(side: Side) -> None:
 
 
 @pytest.fixture(scope="module", params=rb.OFFSET_VERSIONS)
-def sides(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side]]:
+def sides(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[tuple[Side, Side]]:
+    """The real side: its own one-broker cluster, or on 5.5.1 the shared cluster (the topic on
+    broker-a only, so both sides route the same four queues)."""
     version: str = request.param
     official_client.ensure_all()
     work = tmp_path_factory.mktemp(f"diff-{version}")
-    with rb.RealCluster(version, work / "real", brokers=1) as cluster:
+    own = version not in SHARED_VERSIONS
+    with (
+        rb.RealCluster(version, work / "real", brokers=1)
+        if own
+        else contextlib.nullcontext(shared_cluster(version)) as cluster
+    ):
         server = MockServer(MockCluster.create(work / "mock", ("broker-a",), version=version), namesrv_port=0).start()
         try:
             real = Side("real", cluster.namesrv_addr, cluster.broker_addrs[0], work / "real-peers")

@@ -19,11 +19,12 @@ Known differences are asserted as such (``test_reset_no_force``,
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -286,8 +287,17 @@ def _settle_online_consumer(world: World) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module", params=rb.VERSIONS)
-def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+#: the versions held to the Java tool; 5.5.1 on the cluster shared with other modules
+PARITY_VERSIONS = (*rb.VERSIONS, "5.5.1")
+SHARED_VERSIONS = ("5.5.1",)
+
+
+@pytest.fixture(scope="module", params=PARITY_VERSIONS)
+def world(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[World]:
     version: str = request.param
     workdir = tmp_path_factory.mktemp(f"java-parity-{version}")
     oc.ensure_all()  # before the JVMs start: a PyPI failure is loud and cheap here
@@ -296,7 +306,12 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         mp.setenv("MQADMIN_HOME", str(workdir / "mqadmin-home"))
         mp.setenv("NO_COLOR", "1")
         mp.delenv("NAMESRV_ADDR", raising=False)
-        with rb.RealCluster(version, workdir / "rmq", brokers=BROKERS) as cluster:
+        own = version not in SHARED_VERSIONS
+        with (
+            rb.RealCluster(version, workdir / "rmq", brokers=BROKERS)
+            if own
+            else contextlib.nullcontext(shared_cluster(version)) as cluster
+        ):
             admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
             w = World(version, cluster, admin, workdir)
             try:

@@ -28,27 +28,38 @@ from tests.support import realbroker as rb
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
 VERSION = "5.5.1"
-TOPIC, COUNT, QUEUES = "StoreTopic", 40, 4
+COUNT, QUEUES = 40, 4
 PER_QUEUE = COUNT // QUEUES
+#: one broker per variant in one cluster, so one start and one restart cover both stores
+VARIANTS = {"broker-a": "rocksdb-store", "broker-b": "v2-metadata"}
 
 
-@pytest.fixture(scope="module", params=["rocksdb-store", "v2-metadata"])
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[rb.RealCluster]:
-    work = tmp_path_factory.mktemp(f"stores-{request.param}")
-    with rb.RealCluster(VERSION, work / "rmq", extra_broker_conf=rb.BROKER_VARIANTS[request.param]) as c:
-        c.create_topic(TOPIC, QUEUES)
+def topic_of(broker: str) -> str:
+    return f"StoreTopic_{broker[-1]}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rb.RealCluster]:
+    work = tmp_path_factory.mktemp("stores")
+    conf = {broker: rb.BROKER_VARIANTS[variant] for broker, variant in VARIANTS.items()}
+    with rb.RealCluster(VERSION, work / "rmq", brokers=len(VARIANTS), broker_conf=conf) as c:
+        brokers = dict(c.brokers)
+        for broker in VARIANTS:
+            rb.create_topic(brokers[broker], topic_of(broker), QUEUES)
         admin = RemotingAdmin(c.namesrv_addr, timeout=10)
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    admin.topic_route(TOPIC)
-                    break
-                except Exception:
-                    assert time.monotonic() < deadline, "no route for the topic"
-                    time.sleep(0.5)
-            for i in range(COUNT):
-                admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()))
+            for broker in VARIANTS:
+                topic = topic_of(broker)
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        admin.topic_route(topic)
+                        break
+                    except Exception:
+                        assert time.monotonic() < deadline, f"no route for {topic}"
+                        time.sleep(0.5)
+                for i in range(COUNT):
+                    admin.send(topic, Message(topic, f"m{i}".encode()))
         finally:
             admin.close()
         yield c
@@ -61,10 +72,10 @@ def cli(*args: str) -> tuple[int, Any, str]:
     return code, json.loads(text) if text.startswith("{") else text, err.getvalue()
 
 
-def offsets(namesrv: str, group: str) -> set[int | None]:
+def offsets(namesrv: str, group: str, topic: str) -> set[int | None]:
     admin = RemotingAdmin(namesrv, timeout=10)
     try:
-        return {admin.consumer_offset(group, mq) for mq in admin.topic_route(TOPIC).message_queues()}
+        return {admin.consumer_offset(group, mq) for mq in admin.topic_route(topic).message_queues()}
     finally:
         admin.close()
 
@@ -73,40 +84,52 @@ def test_a_reset_survives_a_restart_and_the_durability_line_says_why(
     cluster: rb.RealCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
-    v2 = cluster.extra_broker_conf.get("configManagerVersion") == "v2"
     admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
     try:
-        (info,) = admin.cluster_brokers()
-        assert info.config is not None and info.server_side_reset
-        queues = admin.topic_route(TOPIC).message_queues()
-        for group in ("G_ours", "G_broker_side"):
-            cluster.create_group(group)
+        infos = {info.broker_name: info for info in admin.cluster_brokers()}
+        assert set(infos) == set(VARIANTS)
+        for broker in VARIANTS:
+            info, topic = infos[broker], topic_of(broker)
+            assert info.config is not None and info.server_side_reset, broker
+            queues = admin.topic_route(topic).message_queues()
+            assert {mq.broker_name for mq in queues} == {broker}
+            for group in ("G_ours", "G_broker_side"):
+                rb.create_group(info.addr, group)
+                for mq in queues:
+                    admin.update_consumer_offset(group, mq, PER_QUEUE)
+            # the broker-side reset (what the Java tool sends on 5.x), for the ground truth below
             for mq in queues:
-                admin.update_consumer_offset(group, mq, PER_QUEUE)
-        # the broker-side reset (what the Java tool sends on 5.x), for the ground truth below
-        for mq in queues:
-            admin.reset_offset_by_time(
-                TOPIC, "G_broker_side", 0, True, broker_name="broker-a", queue_id=mq.queue_id, offset=0
-            )
+                admin.reset_offset_by_time(
+                    topic, "G_broker_side", 0, True, broker_name=broker, queue_id=mq.queue_id, offset=0
+                )
     finally:
         admin.close()
-    code, doc, err = cli(
-        "resetOffsetByTime", "-n", cluster.namesrv_addr, "-g", "G_ours", "-t", TOPIC, "--to-earliest", "--yes"
-    )
-    assert code == 0, err
-    assert doc["verified"] == QUEUES
-    (method,) = doc["method"].values()
-    if v2:
-        assert "configManagerVersion=v2 keeps a broker-side reset in memory only" in err
-        assert method.startswith("direct offset update"), method
-        assert "as it was applied" in doc["durability"] and "crash" not in doc["durability"]
-    else:
-        assert "server-side" in method, method
-        assert "storeType=defaultRocksDB" in doc["durability"] and "crash" in doc["durability"]
-    assert offsets(cluster.namesrv_addr, "G_ours") == offsets(cluster.namesrv_addr, "G_broker_side") == {0}
+    for broker, variant in VARIANTS.items():
+        topic = topic_of(broker)
+        code, doc, err = cli(
+            "resetOffsetByTime", "-n", cluster.namesrv_addr, "-g", "G_ours", "-t", topic, "--to-earliest", "--yes"
+        )
+        assert code == 0, (variant, err)
+        assert doc["verified"] == QUEUES, variant
+        (method,) = doc["method"].values()
+        if variant == "v2-metadata":
+            assert "configManagerVersion=v2 keeps a broker-side reset in memory only" in err
+            assert method.startswith("direct offset update"), method
+            assert "as it was applied" in doc["durability"] and "crash" not in doc["durability"]
+        else:
+            assert "server-side" in method, method
+            assert "storeType=defaultRocksDB" in doc["durability"] and "crash" in doc["durability"]
+        ours, theirs = (
+            offsets(cluster.namesrv_addr, "G_ours", topic),
+            offsets(cluster.namesrv_addr, "G_broker_side", topic),
+        )
+        assert ours == theirs == {0}, variant
 
     cluster.stop()
     cluster.start()
-    assert offsets(cluster.namesrv_addr, "G_ours") == {0}
-    # the broker-side reset itself: lost by v2 on a clean restart, kept by the RocksDB offset store
-    assert offsets(cluster.namesrv_addr, "G_broker_side") == ({PER_QUEUE} if v2 else {0})
+    for broker, variant in VARIANTS.items():
+        topic = topic_of(broker)
+        assert offsets(cluster.namesrv_addr, "G_ours", topic) == {0}, variant
+        # the broker-side reset itself: lost by v2 on a clean restart, kept by the RocksDB offset store
+        want = {PER_QUEUE} if variant == "v2-metadata" else {0}
+        assert offsets(cluster.namesrv_addr, "G_broker_side", topic) == want, variant

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,15 @@ PER_QUEUE = COUNT // QUEUES
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """(namesrv, ms before the first message) of one 5.5.1 broker with the setting off."""
-    work = tmp_path_factory.mktemp("pushonly-real")
-    with rb.RealCluster(VERSION, work / "rmq", brokers=1, server_side_reset=False) as cluster:
-        cluster.create_topic(TOPIC, QUEUES)
+def real(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[str, int]]:
+    """(namesrv, ms before the first message) of the shared 5.5.1 cluster with the setting off
+    (updateBrokerConfig takes it at once) and this module's topic on broker-a only."""
+    cluster = shared_cluster(VERSION)
+    broker_a = cluster.broker_addrs[0]
+    for addr in cluster.broker_addrs:
+        rb.update_broker_config(addr, {"useServerSideResetOffset": False})
+    try:
+        rb.create_topic(broker_a, TOPIC, QUEUES)
         admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
         try:
             deadline = time.monotonic() + 30
@@ -54,6 +58,9 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
         finally:
             admin.close()
         yield cluster.namesrv_addr, before
+    finally:
+        for addr in cluster.broker_addrs:
+            rb.update_broker_config(addr, {"useServerSideResetOffset": True})
 
 
 @pytest.fixture
@@ -93,11 +100,12 @@ def group_at(namesrv: str, group: str, offset: int) -> None:
 def test_the_broker_says_it_pushes(real: tuple[str, int]) -> None:
     admin = RemotingAdmin(real[0], timeout=10)
     try:
-        (info,) = admin.cluster_brokers()
+        infos = admin.cluster_brokers()
     finally:
         admin.close()
-    assert info.version == VERSION and info.config is not None
-    assert info.config["useServerSideResetOffset"] == "false" and not info.server_side_reset
+    for info in infos:
+        assert info.version == VERSION and info.config is not None
+        assert info.config["useServerSideResetOffset"] == "false" and not info.server_side_reset
 
 
 def test_every_command_offline_writes_directly(real: tuple[str, int], home: Path) -> None:

@@ -404,6 +404,9 @@ class MQAdminError(RuntimeError):
     """Java mqadmin reported a failure (it exits 0 on most of them)."""
 
 
+_TOOL_LOCK = threading.Lock()
+
+
 def java_mqadmin(
     version: str,
     namesrv_addr: str | None,
@@ -418,7 +421,7 @@ def java_mqadmin(
     Its exit code says little (RPC failures exit 0), so see :func:`check_java_mqadmin`.
     ``credentials`` (access key, secret key) go into a ``tools.yml`` of a home of their own
     under ``workdir``, which is how the Java tool is given ACL keys; ``props`` are extra
-    system properties (``tls.enable`` ...).
+    system properties (``tls.enable`` ...). Runs of a 5.4+ tool wait for each other.
     """
     workdir = Path(workdir).resolve()
     if credentials is not None:
@@ -431,9 +434,17 @@ def java_mqadmin(
     cmd = _jvm_command(
         version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN, argv, log_name="mqadmin.log", props=props
     )
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, env=_child_env(), cwd=workdir, stdin=subprocess.DEVNULL
-    )
+    # The 5.5 tool starts many more classes: four at once on two cores ran past a minute here.
+    with _TOOL_LOCK if _version_tuple(version) >= (5, 4) else contextlib.nullcontext():
+        return subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=_child_env(),
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 # An exception line, optionally one more line (5.x adds a FAQ link), then a frame.
@@ -616,6 +627,20 @@ def create_group(
     )
     if head.get("code") != 0:
         raise RuntimeError(f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP {group} failed: {head}")
+
+
+UPDATE_BROKER_CONFIG = 25
+
+
+def update_broker_config(
+    broker_addr: str, props: Mapping[str, object], *, credentials: Credentials | None = None
+) -> None:
+    """UPDATE_BROKER_CONFIG: change settings of a running broker (as ``updateBrokerConfig`` does);
+    BrokerConfig fields such as ``useServerSideResetOffset`` take effect at once."""
+    text = "".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in props.items())
+    head, _ = remoting_call(broker_addr, UPDATE_BROKER_CONFIG, body=text.encode(), credentials=credentials)
+    if head.get("code") != 0:
+        raise RuntimeError(f"UPDATE_BROKER_CONFIG {dict(props)} failed: {head}")
 
 
 def commit_offset(
@@ -971,7 +996,9 @@ class RealCluster:
     inspect the stores after :meth:`stop`.  ``server_side_reset`` sets 5.x's
     ``useServerSideResetOffset`` (None keeps the broker default, true on 5.3.3); 4.x always
     pushes resets to clients, so only None/False are accepted there.  ``extra_broker_conf``
-    entries are written last into every broker's properties file and win.
+    entries are written last into every broker's properties file and win; ``broker_conf``
+    (broker name -> entries) then into that broker's only, so one cluster can run a variant
+    per broker.
 
     Topologies people run:
 
@@ -1003,6 +1030,7 @@ class RealCluster:
         tool_props: Mapping[str, str] | None = None,
         tls: ssl.SSLContext | None = None,
         slaves: bool = False,
+        broker_conf: Mapping[str, Mapping[str, object]] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError("need at least one broker")
@@ -1020,6 +1048,7 @@ class RealCluster:
         self.broker_count = brokers
         self.server_side_reset = server_side_reset
         self.extra_broker_conf = dict(extra_broker_conf or {})
+        self.broker_conf = {name: dict(conf) for name, conf in (broker_conf or {}).items()}
         self.credentials = credentials
         self.plain_acl = plain_acl
         self.auth = auth
@@ -1280,6 +1309,7 @@ class RealCluster:
                 assert self.credentials is not None
                 conf |= auth_broker_conf(self.credentials)
         conf |= self.extra_broker_conf
+        conf |= self.broker_conf.get(node.name, {})
         path = store.parent / ("broker.properties" if node.broker_id == 0 else "slave.properties")
         path.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in conf.items()))
         return path
