@@ -1,7 +1,7 @@
 """skipAccumulatedMessage, cloneGroupOffset and resetOffsetByTime --output java beside the Java
-``mqadmin`` on the same real broker state (4.9.7 and 5.3.3).
+``mqadmin`` on the same real broker state (4.9.7, 5.3.3 and 5.5.1, whose Java tool is 5.5.0).
 
-One two-broker cluster per version for the module, built as in test_java_parity (messages and
+One two-broker cluster per version (5.5.1's shared with other modules), built as in test_java_parity (messages and
 offsets without the JVM). Each scenario runs the Java tool on one group and ours on a twin group
 with the same prior offsets, all Java calls at once; then both groups are read back, and the
 Java tool's printed rows are compared with ours printed as ``--output java``.
@@ -9,11 +9,12 @@ Java tool's printed rows are compared with ours printed as ``--output java``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +31,11 @@ from mqadmin.remoting.backend import RemotingAdmin
 from mqadmin.remoting.client import RemotingClient
 from tests.integration.test_java_parity import (
     BROKERS,
+    PARITY_VERSIONS,
     PER_QUEUE,
     QUEUES,
     RESET_PRIOR,
-    TOPIC,
+    SHARED_VERSIONS,
     WAIT,
     World,
     _commit,
@@ -53,17 +55,22 @@ G_RESET = ("OcResetJava", "OcResetOurs")
 G_BUSY = "OcBusy"  # online while the clone into it is refused
 G_EARLIEST = ("OcEarliestJava", "OcEarliestOurs")  # Java -s 0 beside ours --to-earliest
 G_SHIFT = "OcShift"  # ours --shift-by -2 (no Java equivalent)
-G_MULTI = "OcMulti"  # offsets on TOPIC and OTHER: --all-topics, one backup, one undo
+G_MULTI = "OcMulti"  # offsets on OC_TOPIC and OTHER: --all-topics, one backup, one undo
 G_PLAN = "OcPlan"  # --export FILE.csv, edited, restoreOffset --from FILE.csv
 GROUPS = (*G_SKIP, G_CLONE_SRC, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT, G_MULTI, G_PLAN)
+OC_TOPIC = "OcParityTopic"  # not test_java_parity's topic: on 5.5.1 both modules share one cluster
 OTHER = "OcOtherTopic"  # a second topic: 2 queues per broker, 3 messages each
 OTHER_QUEUES, OTHER_PER_QUEUE = 2, 3
 #: the clone source's offsets, per queue (broker-a 0..3, broker-b 0..3)
 SOURCE_OFFSETS = (1, 4, 6, 0, 2, 5, 3, 6)
 
 
-@pytest.fixture(scope="module", params=rb.VERSIONS)
-def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+@pytest.fixture(scope="module", params=PARITY_VERSIONS)
+def world(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[World]:
     version: str = request.param
     workdir = tmp_path_factory.mktemp(f"offset-parity-{version}")
     with pytest.MonkeyPatch.context() as mp:
@@ -71,12 +78,17 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         mp.setenv("MQADMIN_HOME", str(workdir / "mqadmin-home"))
         mp.setenv("NO_COLOR", "1")
         mp.delenv("NAMESRV_ADDR", raising=False)
-        with rb.RealCluster(version, workdir / "rmq", brokers=BROKERS) as cluster:
+        own = version not in SHARED_VERSIONS
+        with (
+            rb.RealCluster(version, workdir / "rmq", brokers=BROKERS)
+            if own
+            else contextlib.nullcontext(shared_cluster(version)) as cluster
+        ):
             admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
-            w = World(version, cluster, admin, workdir)
+            w = World(version, cluster, admin, workdir, topic=OC_TOPIC)
             try:
                 for addr in cluster.broker_addrs:
-                    rb.create_topic(addr, TOPIC, QUEUES)
+                    rb.create_topic(addr, w.topic, QUEUES)
                 _produce(w)
                 _make_groups_known(w, GROUPS)
                 for addr in cluster.broker_addrs:
@@ -137,21 +149,21 @@ def runs(world: World) -> Runs:
     """Every Java call at once (each a JVM of a few seconds); ours meanwhile, on the twin groups."""
     ts = str(world.ts)
     calls = {
-        "skip": ("skipAccumulatedMessage", "-g", G_SKIP[0], "-t", TOPIC),
-        "clone": ("cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_CLONE[0], "-t", TOPIC, "-o", "true"),
-        "reset": ("resetOffsetByTime", "-g", G_RESET[0], "-t", TOPIC, "-s", ts),
-        "earliest": ("resetOffsetByTime", "-g", G_EARLIEST[0], "-t", TOPIC, "-s", "0"),
+        "skip": ("skipAccumulatedMessage", "-g", G_SKIP[0], "-t", world.topic),
+        "clone": ("cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_CLONE[0], "-t", world.topic, "-o", "true"),
+        "reset": ("resetOffsetByTime", "-g", G_RESET[0], "-t", world.topic, "-s", ts),
+        "earliest": ("resetOffsetByTime", "-g", G_EARLIEST[0], "-t", world.topic, "-s", "0"),
     }
     with ThreadPoolExecutor(max_workers=1) as pool:
         java = pool.submit(world.java_many, calls)
         ours = {
-            "skip": ours_java(world, "skipAccumulatedMessage", "-g", G_SKIP[1], "-t", TOPIC),
+            "skip": ours_java(world, "skipAccumulatedMessage", "-g", G_SKIP[1], "-t", world.topic),
             "clone": ours_java(
-                world, "cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_CLONE[1], "-t", TOPIC, "-o", "true"
+                world, "cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_CLONE[1], "-t", world.topic, "-o", "true"
             ),
-            "reset": ours_java(world, "resetOffsetByTime", "-g", G_RESET[1], "-t", TOPIC, "-s", ts),
-            "earliest": ours_java(world, "resetOffsetByTime", "-g", G_EARLIEST[1], "-t", TOPIC, "--to-earliest"),
-            "shift": ours_java(world, "resetOffsetByTime", "-g", G_SHIFT, "-t", TOPIC, "--shift-by", "-2"),
+            "reset": ours_java(world, "resetOffsetByTime", "-g", G_RESET[1], "-t", world.topic, "-s", ts),
+            "earliest": ours_java(world, "resetOffsetByTime", "-g", G_EARLIEST[1], "-t", world.topic, "--to-earliest"),
+            "shift": ours_java(world, "resetOffsetByTime", "-g", G_SHIFT, "-t", world.topic, "--shift-by", "-2"),
         }
         java_out = java.result()
     groups = (*G_SKIP, *G_CLONE, *G_RESET, *G_EARLIEST, G_SHIFT)
@@ -187,7 +199,7 @@ def test_clone_group_offset(world: World, runs: Runs) -> None:
     assert code == 0, err
     source = {(mq.broker_name, mq.queue_id): o for mq, o in zip(world.queues, SOURCE_OFFSETS, strict=True)}
     assert runs.after[G_CLONE[0]] == runs.after[G_CLONE[1]] == source
-    line = f"clone group offset success. srcGroup[{G_CLONE_SRC}], destGroup=[%s], topic[{TOPIC}]"
+    line = f"clone group offset success. srcGroup[{G_CLONE_SRC}], destGroup=[%s], topic[{world.topic}]"
     assert line % G_CLONE[0] in runs.java["clone"]
     assert out == line % G_CLONE[1] + "\n"  # ours ends the line; Java does not
 
@@ -215,7 +227,7 @@ def test_clone_refuses_a_destination_with_consumers_online(world: World, runs: R
             reply = client.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body))
             assert reply.code == ResponseCode.SUCCESS, reply
         before = committed(world, G_BUSY)
-        code, out, err = ours_java(world, "cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_BUSY, "-t", TOPIC)
+        code, out, err = ours_java(world, "cloneGroupOffset", "-s", G_CLONE_SRC, "-d", G_BUSY, "-t", world.topic)
         assert code == 2 and out == "", err
         assert "consumer(s) online (127.0.0.1@mqadmin-busy)" in err and "--while-online" in err
         assert len(err.strip().splitlines()) == 1
@@ -227,7 +239,7 @@ def test_clone_refuses_a_destination_with_consumers_online(world: World, runs: R
 def test_skip_dry_run_shows_what_each_queue_skips(world: World, runs: Runs) -> None:
     """On a group with a backlog (the clone source, untouched): the plan counts the messages."""
     out, err = io.StringIO(), io.StringIO()
-    argv = ["skipAccumulatedMessage", "-g", G_CLONE_SRC, "-t", TOPIC, "--dry-run", "--json"]
+    argv = ["skipAccumulatedMessage", "-g", G_CLONE_SRC, "-t", world.topic, "--dry-run", "--json"]
     code = main([*argv, "-n", world.cluster.namesrv_addr], env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
     assert code == 0, err.getvalue()
     doc: Any = json.loads(out.getvalue())
@@ -257,7 +269,7 @@ def test_all_topics_one_backup_one_undo(world: World, runs: Runs) -> None:
     before = committed(world, G_MULTI)
     code, doc, err = ours(world, "resetOffsetByTime", "-g", G_MULTI, "--all-topics", "--to-earliest")
     assert code == 0, err
-    assert {q["topic"] for q in doc["queues"]} == {TOPIC, OTHER}  # no %RETRY% topic
+    assert {q["topic"] for q in doc["queues"]} == {world.topic, OTHER}  # no %RETRY% topic
     assert all(q.get("outcome", "applied") == "applied" for q in doc["queues"])  # none on unmoved queues
     assert set(committed(world, G_MULTI).values()) == {0}
     assert {k: world.admin.consumer_offset(G_MULTI, MessageQueue(OTHER, *k)) for k in other} == dict.fromkeys(other, 0)
@@ -270,7 +282,7 @@ def test_all_topics_one_backup_one_undo(world: World, runs: Runs) -> None:
 def test_exported_plan_edited_and_applied(world: World, runs: Runs) -> None:
     plan = world.workdir / "plan.csv"
     before = committed(world, G_PLAN)
-    code, doc, err = ours(world, "skipAccumulatedMessage", "-g", G_PLAN, "-t", TOPIC, "--export", str(plan))
+    code, doc, err = ours(world, "skipAccumulatedMessage", "-g", G_PLAN, "-t", world.topic, "--export", str(plan))
     assert code == 0 and doc["exported"] == str(plan), err
     assert committed(world, G_PLAN) == before
     lines = plan.read_text().splitlines()

@@ -407,6 +407,12 @@ class MQAdminError(RuntimeError):
 _TOOL_LOCK = threading.Lock()
 
 
+def tool_runs_serial(version: str) -> bool:
+    """The 5.5 tool loads many more classes: four at once on two cores ran past a minute here,
+    so :func:`java_mqadmin` runs it one call at a time."""
+    return _version_tuple(version) >= (5, 4)
+
+
 def java_mqadmin(
     version: str,
     namesrv_addr: str | None,
@@ -434,8 +440,7 @@ def java_mqadmin(
     cmd = _jvm_command(
         version, "tools", workdir, ("-Xms32m", "-Xmx128m"), MQADMIN_MAIN, argv, log_name="mqadmin.log", props=props
     )
-    # The 5.5 tool starts many more classes: four at once on two cores ran past a minute here.
-    with _TOOL_LOCK if _version_tuple(version) >= (5, 4) else contextlib.nullcontext():
+    with _TOOL_LOCK if tool_runs_serial(version) else contextlib.nullcontext():
         return subprocess.run(
             cmd,
             capture_output=True,
