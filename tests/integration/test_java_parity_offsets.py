@@ -222,7 +222,7 @@ def test_clone_refuses_a_destination_with_consumers_online(world: World, runs: R
     moves, and --while-online is named; a real broker's view, not the mock's."""
     client = RemotingClient(world.cluster.namesrv_addr, timeout=WAIT)
     try:
-        body = _heartbeat_body("127.0.0.1@mqadmin-busy", (G_BUSY,))
+        body = _heartbeat_body("127.0.0.1@mqadmin-busy", (G_BUSY,), world.topic)
         for addr in world.cluster.broker_addrs:
             reply = client.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body))
             assert reply.code == ResponseCode.SUCCESS, reply
