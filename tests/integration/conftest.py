@@ -25,7 +25,7 @@ _last_user: list[pytest.Item] = []
 def _stop_all() -> None:
     while _clusters:
         _, cluster = _clusters.popitem()
-        cluster.stop(check=False)
+        cluster.stop(check=False, grace=0)  # nobody reads a shared cluster's stores afterwards
 
 
 @pytest.fixture(scope="session")
