@@ -17,7 +17,9 @@ from mqadmin.message import iter_messages
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import MockBroker
 from mqadmin.model import (
+    EMBEDDED_STORE,
     BrokerInfo,
+    Capabilities,
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
@@ -110,6 +112,8 @@ def _create(root: Path, *, demo: bool) -> None:
 
 class MockAdmin:
     """Admin facade over a MockCluster; answers and errors match the remoting backend's."""
+
+    capabilities: Capabilities = EMBEDDED_STORE
 
     def __init__(self, cluster: MockCluster, address: str):
         self.cluster = cluster
@@ -302,6 +306,9 @@ class MockAdmin:
     def send_back(self, group: str, message: Message, delay_level: int = 0) -> None:
         self._check(group=group)
         self._broker(message.broker_name).send_back(group, message.commitlog_offset, delay_level)
+
+    def refresh(self) -> None:
+        pass  # every call reads the store itself: nothing is kept to forget
 
     def close(self) -> None:
         self.cluster.close()
