@@ -113,7 +113,8 @@ class RemotingAdmin(MessageSession):
             out.append(BrokerInfo(b.broker_name, addr, b.cluster, version, config))
         if all(isinstance(a, RemotingCommand) for a in answers) and all(i.version for i in out):
             with self._lock:
-                self._infos = list(out)
+                if self._snapshot is not None:  # else dropped meanwhile: this look may be stale
+                    self._infos = list(out)
         return out
 
     def list_topics(self) -> list[str]:
