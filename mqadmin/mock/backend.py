@@ -178,6 +178,7 @@ class MockAdmin:
         """Bounds of each queue (in process there is no round trip to save)."""
         out: dict[MessageQueue, QueueStats] = {}
         for mq in queues:
+            self._check(mq.topic)  # as min_offset/max_offset: no bad name reaches the store's paths
             broker = self._broker(mq.broker_name)
             hi = broker.max_offset(mq.topic, mq.queue_id)
             last = broker.store_time_at(mq.topic, mq.queue_id, hi - 1) if hi > 0 else None
