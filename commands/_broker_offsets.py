@@ -202,7 +202,7 @@ class BrokerOffsets:
                     result.errors.append(self._error(broker, str(exc), getattr(exc, "code", None)))
 
         flow.daemon_map(apply, sorted(by_broker.items()))
-        if not self.admin.address.startswith("mock"):
+        if not self.admin.capabilities.persists_on_ack:
             result.durability = durability_line(self.infos, result.method)
 
     def _apply_broker(self, group: str, broker: str, rows: list[PlanRow]) -> tuple[str, dict[MessageQueue, int] | None]:

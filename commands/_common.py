@@ -130,13 +130,15 @@ def has_broker(ctx: Context) -> bool:
 
 def is_offline(admin: Admin) -> bool:
     """A stopped broker's store (``store:``): read-only, no clients, no TPS."""
-    return admin.address.startswith("store:")
+    return admin.capabilities.read_only
 
 
 def refuse_offline_write(ctx: Context, what: str) -> None:
     """Writing commands stop before planning anything when -n is a read-only store."""
+    from mqadmin.admin import capabilities_of
+
     address = ctx.address or os.environ.get("NAMESRV_ADDR") or ""
-    if address.strip().startswith("store:"):
+    if address.strip() and capabilities_of(address).read_only:
         raise errors.UsageError(
             f"{address.strip()} is a broker's store, opened read-only: {what} cannot change it "
             "(--dry-run shows the plan; to apply it, start the broker and use its address)"

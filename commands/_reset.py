@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from mqadmin.commands._common import FAN_OUT, fan_out
+from mqadmin.commands._common import FAN_OUT, queue_bounds
 from mqadmin.commands._plan import PlanRow, ResetResult, write_plan_csv
 
 from mqadmin import errors, journal
@@ -281,14 +281,12 @@ def _check_stale(
 
 
 def current_rows(admin: Admin, queues: list[MessageQueue], consumer: dict[MessageQueue, int]) -> list[PlanRow]:
-    """One row per queue with its bounds and the group's offset now (the queue's min when none)."""
-
-    def row(mq: MessageQueue) -> PlanRow:
-        lo, hi = admin.min_offset(mq), admin.max_offset(mq)
+    """One row per queue with its bounds (one topic-stats request per topic and broker) and the
+    group's offset now (the queue's min when none)."""
+    rows = []
+    for mq, (lo, hi) in zip(queues, queue_bounds(admin, queues), strict=True):
         old = consumer.get(mq, lo)
-        return PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old, topic=mq.topic)
-
-    rows: list[PlanRow] = fan_out(row, queues)
+        rows.append(PlanRow(mq.broker_name, mq.queue_id, lo, hi, old, old, topic=mq.topic))
     return rows
 
 

@@ -22,6 +22,7 @@ from mqadmin.commands._reset import FORCE_STALE, NO_WAIT, current_rows, run_plan
 from mqadmin.commands._reset_path import PARTIAL
 
 from mqadmin import errors
+from mqadmin.admin import capabilities_of
 from mqadmin.context import Context
 from mqadmin.model import MessageQueue
 from mqadmin.registry import Opt, SubCommand, register
@@ -282,7 +283,8 @@ def _check_cluster(ctx: Context, admin: Admin, backup: OffsetBackup, path: str, 
     clusters = sorted({b.cluster for b in infos})
     same_names = backup.clusters is None or set(backup.clusters) == set(clusters)
     same_namesrv = bool(_addresses(admin.address) & _addresses(backup.address))
-    recorded = {a for a in (backup.brokers or {}).values() if not a.startswith("mock")}
+    # broker addresses of a routed cluster are on the network; an embedded store's only name its brokers
+    recorded = set((backup.brokers or {}).values()) if capabilities_of(backup.address).routed else set()
     shared_brokers = bool(recorded & {b.addr for b in infos})
     if same_names and (same_namesrv or shared_brokers):
         return

@@ -41,9 +41,9 @@ class Context:
     _warned: set[str] = field(default_factory=set)
 
     def admin(self, *, write: bool = False) -> Admin:
-        """Open the backend once per run (a writer re-opens a read-only embedded store) and say what
-        the backend has to say about its data, once."""
-        if self._admin is not None and (self._admin_ro is False or not write):
+        """Open the backend once per run (a writer re-opens a store on disk opened for reading; a
+        cluster's connections serve both) and say what the backend has to say about its data, once."""
+        if self._admin is not None and not (write and self._admin_ro and self._admin.capabilities.on_disk):
             return self._admin
         from mqadmin.admin import connect
 
@@ -73,7 +73,10 @@ class Context:
             self._admin = None
 
     def tick(self) -> int:
-        """A new measurement (each --watch refresh): ``now`` is read again, never reused."""
+        """A new measurement (each --watch refresh): ``now`` is read again, never reused, and the
+        cluster is looked at again."""
+        if self._admin is not None:
+            self._admin.refresh()
         self.now = self.clock()
         return self.now
 

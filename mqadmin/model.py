@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from mqadmin.protocol import versions
 
@@ -28,6 +28,31 @@ def in_queue_order(table: Mapping[MessageQueue, V]) -> dict[MessageQueue, V]:
     """``table`` with its queues in the Java tool's row order. Sorted by a key tuple: comparing
     the dataclasses themselves runs in Python, which made 10,000 groups' tables cost 0.2 s."""
     return dict(sorted(table.items(), key=lambda item: (item[0].topic, item[0].broker_name, item[0].queue_id)))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend is, declared by it, so no caller guesses it from the address string."""
+
+    #: it never takes a write (a stopped broker's store, read in place): writers refuse up front
+    read_only: bool
+    #: files on this machine that this process opens itself (an embedded mock, a broker's store):
+    #: another process here may open the address too, an executor elsewhere cannot, and writing
+    #: needs the files opened for it
+    on_disk: bool
+    #: an acknowledged offset write is already on disk (a live broker keeps offsets in memory
+    #: until its next flush, which the reset's durability line explains)
+    persists_on_ack: bool
+    #: a name server routes its brokers, which can vanish between runs (seen.py remembers them)
+    routed: bool
+
+
+#: the mock broker in this process, on its store's files
+EMBEDDED_STORE: Final = Capabilities(read_only=False, on_disk=True, persists_on_ack=True, routed=False)
+#: stopped brokers' stores, read where they lie
+BROKER_STORE: Final = Capabilities(read_only=True, on_disk=True, persists_on_ack=False, routed=False)
+#: name servers and brokers over the remoting protocol (a real cluster, or the mock served over TCP)
+LIVE_CLUSTER: Final = Capabilities(read_only=False, on_disk=False, persists_on_ack=False, routed=True)
 
 
 @dataclass(frozen=True)

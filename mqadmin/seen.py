@@ -96,7 +96,7 @@ def vanished(admin: Admin, now_ms: int, routed: Mapping[str, str] | None = None)
     """Brokers the admin's name server routed recently and not now (and the sighting recorded);
     ``routed``: the brokers routed now, when the caller has them. Stores and mock addresses have
     no name server, so nothing vanishes there."""
-    if "://" in admin.address or admin.address.startswith("mock"):
+    if not admin.capabilities.routed:
         return []
     if routed is None:
         try:

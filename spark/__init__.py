@@ -86,10 +86,12 @@ def local_cores(master: str) -> int | None:
 
 
 def check_master(address: str, master: str) -> None:
-    """An embedded mock store is a folder on this machine: only a local master can read it."""
-    if (address == "mock" or address.startswith("mock:")) and not is_local_master(master):
+    """A store opened from its files (an embedded mock, a broker's store) is a folder on this
+    machine: only a local master can read it."""
+    from mqadmin.admin import capabilities_of
+
+    if capabilities_of(address).on_disk and not is_local_master(master):
         raise UsageError(
-            f"{address} is an embedded mock store on this machine; with --spark-master {master} the executors "
-            "cannot read it: use --spark-master 'local[*]', or serve the store with the mock server and pass "
-            "its address"
+            f"{address} is a store on this machine; with --spark-master {master} the executors cannot read "
+            "it: use --spark-master 'local[*]', or serve it (mockBroker --store, or a broker) and pass its address"
         )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mqadmin.admin import capabilities_of
 from mqadmin.errors import MqadminError, UsageError
 from mqadmin.model import MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
@@ -296,7 +297,8 @@ def scan_first_matches(
 
 
 def _is_embedded(address: str) -> bool:
-    return address == "mock" or address.startswith("mock:")
+    """A store this process opens from its files: executors open it read-only, so the driver sends."""
+    return capabilities_of(address).on_disk
 
 
 def _waves(slices: Sequence[Slice], size: int) -> Iterator[list[Slice]]:

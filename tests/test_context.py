@@ -49,3 +49,40 @@ def test_range_replay_says_the_stale_demo_was_seeded_again(mqadmin_home: Path, c
     r = cli("rangeReplay", "-n", "mock://demo", "-t", "TopicTest", "-b", "-40m", "--dry-run", "--to", "stdout")
     assert r.code == 0, r.stderr
     assert r.stderr.count("mock://demo was ") == 1 and "seeded again" in r.stderr
+
+
+@pytest.mark.parametrize("door", ["embedded", "tcp"], indirect=True)
+def test_a_writer_reopens_only_a_store_on_disk(make_store: Callable[..., Store], door: str) -> None:
+    """An embedded store opened for reading is opened again for writing; a cluster's connections
+    serve both, so a run builds one admin and looks at the cluster once."""
+    from mqadmin.context import Context
+
+    store = make_store(count=8)
+    ctx = Context(address=store.address)
+    try:
+        reader = ctx.admin()
+        writer = ctx.admin(write=True)
+        assert (writer is reader) == (door == "tcp")
+        assert ctx.admin() is writer and ctx.admin(write=True) is writer
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("door", ["tcp"], indirect=True)
+def test_each_watch_refresh_looks_at_the_cluster_again(make_store: Callable[..., Store], door: str) -> None:
+    """--watch runs the command again with the same context: tick() drops the cluster snapshot,
+    so a broker added or gone shows on the next refresh."""
+    from mqadmin.context import Context
+    from tests.support.counting import counting
+
+    store = make_store(count=8)
+    ctx = Context(address=store.address)
+    try:
+        with counting() as counts:
+            for _ in range(2):
+                ctx.tick()
+                ctx.admin().cluster_brokers()
+                ctx.admin().cluster_brokers()
+        assert counts.by_code["GET_BROKER_RUNTIME_INFO"] == 2 * 2, counts.summary()  # two brokers, two looks
+    finally:
+        ctx.close()

@@ -1,8 +1,11 @@
 """The admin facade: the one interface every command and job uses to reach a broker.
 
 ``connect(address)`` picks the backend from the address: ``mock``/``mock://NAME``/
-``mock:///abs/path`` open the embedded mock broker, ``host:port[;host:port]`` the remoting
-client. Commands never import a backend directly.
+``mock:///abs/path`` open the embedded mock broker, ``store:///path`` a stopped broker's store,
+``host:port[;host:port]`` the remoting client. Commands never import a backend directly, and
+never look at the address to learn what the backend is: it declares its ``capabilities``
+(``capabilities_of`` tells them from an address without opening it). This module is the one
+place that reads an address's scheme.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ from mqadmin import errors
 from mqadmin.config import default_home
 from mqadmin.errors import UsageError
 from mqadmin.model import (
+    BROKER_STORE,
+    EMBEDDED_STORE,
+    LIVE_CLUSTER,
     BrokerData,
     BrokerInfo,
+    Capabilities,
     ConsumerConnection,
     ConsumeStats,
     Message,
@@ -39,6 +46,8 @@ class Admin(Protocol):
     """The operations commands may use. Keep this set small: add a keyword before a method."""
 
     address: str
+    #: what the backend is (read-only, on this machine's disk, ...): ask this, never the address
+    capabilities: Capabilities
 
     @property
     def notes(self) -> Sequence[str]:
@@ -100,6 +109,10 @@ class Admin(Protocol):
     def send(self, topic: str, message: Message, queue: MessageQueue | None = None) -> SendResult: ...
     def send_back(self, group: str, message: Message, delay_level: int = 0) -> None: ...
 
+    def refresh(self) -> None:
+        """Forget what was learned of the cluster (its brokers, versions, settings), which a run
+        reuses: the next call looks again (each --watch refresh is a new look)."""
+
     def close(self) -> None: ...
 
 
@@ -111,14 +124,33 @@ def resolve_address(address: str | None) -> str:
     return addr.strip()
 
 
+def _scheme(address: str) -> str:
+    """Which backend an address names: "mock", "store" or "remoting" (host:port)."""
+    if address == "mock" or address.startswith("mock:"):
+        return "mock"
+    if address.startswith("store:"):
+        return "store"
+    return "remoting"
+
+
+_CAPABILITIES: dict[str, Capabilities] = {"mock": EMBEDDED_STORE, "store": BROKER_STORE, "remoting": LIVE_CLUSTER}
+
+
+def capabilities_of(address: str) -> Capabilities:
+    """What the backend ``address`` names is, without opening it: for a worker process, a Spark
+    master, or a writer refused before it plans anything."""
+    return _CAPABILITIES[_scheme(address.strip())]
+
+
 def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = False, **options: Any) -> Admin:
     """Open the backend the address names. Heavy modules load only for the backend chosen."""
     addr = resolve_address(address)
-    if addr == "mock" or addr.startswith("mock:"):
+    scheme = _scheme(addr)
+    if scheme == "mock":
         from mqadmin.mock.backend import open_mock
 
         return open_mock(addr, read_only=read_only)
-    if addr.startswith("store:"):
+    if scheme == "store":
         from mqadmin.offline import open_store  # read-only whatever ``read_only`` says
 
         return open_store(addr)
@@ -127,4 +159,14 @@ def connect(address: str | None, *, timeout: float = 3.0, read_only: bool = Fals
     return RemotingAdmin(addr, timeout=timeout, **options)
 
 
-__all__ = ["Admin", "BrokerData", "BrokerInfo", "PendingPull", "connect", "default_home", "resolve_address"]
+__all__ = [
+    "Admin",
+    "BrokerData",
+    "BrokerInfo",
+    "Capabilities",
+    "PendingPull",
+    "capabilities_of",
+    "connect",
+    "default_home",
+    "resolve_address",
+]

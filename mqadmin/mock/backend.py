@@ -17,7 +17,9 @@ from mqadmin.message import iter_messages
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import MockBroker
 from mqadmin.model import (
+    EMBEDDED_STORE,
     BrokerInfo,
+    Capabilities,
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
@@ -111,6 +113,8 @@ def _create(root: Path, *, demo: bool) -> None:
 class MockAdmin:
     """Admin facade over a MockCluster; answers and errors match the remoting backend's."""
 
+    capabilities: Capabilities = EMBEDDED_STORE
+
     def __init__(self, cluster: MockCluster, address: str):
         self.cluster = cluster
         self.address = address
@@ -174,6 +178,7 @@ class MockAdmin:
         """Bounds of each queue (in process there is no round trip to save)."""
         out: dict[MessageQueue, QueueStats] = {}
         for mq in queues:
+            self._check(mq.topic)  # as min_offset/max_offset: no bad name reaches the store's paths
             broker = self._broker(mq.broker_name)
             hi = broker.max_offset(mq.topic, mq.queue_id)
             last = broker.store_time_at(mq.topic, mq.queue_id, hi - 1) if hi > 0 else None
@@ -302,6 +307,9 @@ class MockAdmin:
     def send_back(self, group: str, message: Message, delay_level: int = 0) -> None:
         self._check(group=group)
         self._broker(message.broker_name).send_back(group, message.commitlog_offset, delay_level)
+
+    def refresh(self) -> None:
+        pass  # every call reads the store itself: nothing is kept to forget
 
     def close(self) -> None:
         self.cluster.close()

@@ -77,7 +77,9 @@ class MockBroker:
         self.version = version
         #: broker.conf entries that change behaviour (e.g. useServerSideResetOffset=false)
         self.settings = dict(settings or {})
-        self.addr = addr or f"mock://{name}"
+        #: how the embedded backend names it; ``addr`` becomes a host:port while a server serves it
+        self.local_addr = f"mock://{name}"
+        self.addr = addr or self.local_addr
         self.default_store_host = "127.0.0.1:10911"
         self._v = versions.version_tuple(version)
         self._lock = threading.RLock()
@@ -378,7 +380,7 @@ class MockBroker:
     def store_host(self) -> str:
         """The host:port stamped into stored messages (and so into offset msg ids): the served
         address, else a per-broker default so ids never collide across brokers."""
-        if ":" in self.addr and not self.addr.startswith("mock"):
+        if self.addr != self.local_addr:
             return self.addr
         return self.default_store_host
 

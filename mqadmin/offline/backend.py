@@ -15,7 +15,7 @@ from mqadmin.mock.backend import MockAdmin
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import MockBroker
 from mqadmin.mock.store import BrokerStore
-from mqadmin.model import ConsumerConnection, Message, MessageQueue, SendResult
+from mqadmin.model import BROKER_STORE, ConsumerConnection, Message, MessageQueue, SendResult
 from mqadmin.offline.layout import StoreSpec, discover, lock_holder, parse_address
 from mqadmin.protocol.constants import PERM_READ_WRITE
 
@@ -65,6 +65,8 @@ class StoreCluster(MockCluster):
 
 class OfflineAdmin(MockAdmin):
     """The facade over stopped brokers' stores: every read a live broker answers, no write."""
+
+    capabilities = BROKER_STORE
 
     def __init__(self, cluster: StoreCluster, address: str, notes: list[str]):
         super().__init__(cluster, address)

@@ -17,8 +17,10 @@ from typing import Any, Final
 
 from mqadmin import errors, fastjson
 from mqadmin.model import (
+    LIVE_CLUSTER,
     BrokerData,
     BrokerInfo,
+    Capabilities,
     ConsumerConnection,
     ConsumeStats,
     MessageQueue,
@@ -64,6 +66,7 @@ class RemotingAdmin(MessageSession):
     """``Admin`` against ``host:port[;host:port]`` name servers (thread-safe, see
     :class:`~mqadmin.remoting.session.BrokerSession`)."""
 
+    capabilities: Capabilities = LIVE_CLUSTER
     #: a live cluster's answers need no caveat (the facade's notes are for stores read directly)
     notes: tuple[str, ...] = ()
 
@@ -83,10 +86,15 @@ class RemotingAdmin(MessageSession):
         seconds). A broker that cannot be reached is listed with an empty version, which never
         counts as a server-side-reset broker, and a warning is logged. Its settings come from
         GET_BROKER_CONFIG (None when refused). ``probe=False``: the name server's list only.
+        An answer from every broker is kept for the run (the cluster snapshot).
         """
         brokers = self._all_brokers()
         if not probe:  # the name server's view only: no version, no settings
             return [BrokerInfo(b.broker_name, b.select_addr(), b.cluster, "") for b in brokers]
+        with self._lock:
+            known = self._infos
+        if known is not None:
+            return list(known)
         calls = [
             (self._read_addr(b), RemotingCommand.request(code))
             for b in brokers
@@ -103,6 +111,10 @@ class RemotingAdmin(MessageSession):
             if config is None:  # the reset path says so where it matters
                 log.debug("cannot read the configuration of broker %s: %s", b.broker_name, self._error_of(addr, conf))
             out.append(BrokerInfo(b.broker_name, addr, b.cluster, version, config))
+        if all(isinstance(a, RemotingCommand) for a in answers) and all(i.version for i in out):
+            with self._lock:
+                if self._snapshot is not None:  # else dropped meanwhile: this look may be stale
+                    self._infos = list(out)
         return out
 
     def list_topics(self) -> list[str]:

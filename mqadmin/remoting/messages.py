@@ -24,7 +24,7 @@ from mqadmin.protocol.constants import (
 )
 from mqadmin.protocol.headers import ConsumerSendMsgBackHeader, PullMessageHeader, SendMessageHeader
 from mqadmin.remoting import replies
-from mqadmin.remoting.client import ConnectFailed, PendingReply
+from mqadmin.remoting.client import PendingReply
 from mqadmin.remoting.replies import MalformedReply
 from mqadmin.remoting.session import BrokerSession
 
@@ -79,8 +79,8 @@ class MessageSession(BrokerSession):
     def _pull_result(self, addr: str, pending: PendingReply) -> RawPull:
         try:
             reply = self._client.wait(pending, idempotent=True)
-        except ConnectFailed:
-            self._forget_addr(addr)
+        except errors.ConnectError as exc:
+            self._lost(addr, exc)
             raise
         status = replies.pull_status(reply)
         if status is None:

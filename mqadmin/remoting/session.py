@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from mqadmin import errors
-from mqadmin.model import BrokerData, MessageQueue, TopicRoute
+from mqadmin.model import BrokerData, BrokerInfo, MessageQueue, TopicRoute
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import RequestCode, ResponseCode
 from mqadmin.protocol.constants import MASTER_ID, RETRY_PREFIX
@@ -81,12 +81,22 @@ class BrokerSession:
         self._round_robin = itertools.count()
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._routes_lock = threading.Lock()
+        #: the run's look at the cluster: the name server's broker table, and each broker's
+        #: version and settings (``cluster_brokers``); dropped on a connection error or ``refresh``
+        self._snapshot: tuple[list[BrokerData], dict[str, list[str]]] | None = None
+        self._infos: list[BrokerInfo] | None = None
+        self._snapshot_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.address!r}>"
 
     def close(self) -> None:
         self._client.close()
+
+    def refresh(self) -> None:
+        """Forget the cluster snapshot: the next call asks the name server and brokers again."""
+        with self._lock:
+            self._snapshot = self._infos = None
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -109,8 +119,8 @@ class BrokerSession:
     ) -> RemotingCommand:
         try:
             return self._client.invoke(addr, cmd, timeout=timeout, idempotent=idempotent)
-        except ConnectFailed:
-            self._forget_addr(addr)
+        except errors.ConnectError as exc:
+            self._lost(addr, exc)
             raise
 
     def _fan_out(
@@ -133,8 +143,7 @@ class BrokerSession:
             try:
                 out.append(self._client.wait(p, idempotent=idempotent))
             except errors.ConnectError as exc:
-                if isinstance(exc, ConnectFailed):
-                    self._forget_addr(p.addr)
+                self._lost(p.addr, exc)
                 out.append(exc)
 
         for addr, cmd in calls:
@@ -165,6 +174,17 @@ class BrokerSession:
                 self._brokers[b.broker_name] = b
 
     def _cluster_info(self) -> tuple[list[BrokerData], dict[str, list[str]]]:
+        """The name server's broker table, asked once per run (the snapshot)."""
+        with self._snapshot_lock:  # callers on many threads share one request
+            with self._lock:
+                snapshot = self._snapshot
+            if snapshot is None:
+                snapshot = self._fetch_cluster_info()
+                with self._lock:
+                    self._snapshot = snapshot
+        return list(snapshot[0]), snapshot[1]
+
+    def _fetch_cluster_info(self) -> tuple[list[BrokerData], dict[str, list[str]]]:
         addr, reply = self._namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
         data = replies.body(addr, reply, "cluster info")
         try:
@@ -180,6 +200,13 @@ class BrokerSession:
         brokers.sort(key=lambda b: b.broker_name)
         self._remember(brokers)
         return brokers, clusters
+
+    def _lost(self, addr: str, exc: errors.ConnectError) -> None:
+        """A connection error: the cluster may have changed (a broker down, restarted, moved), so
+        the snapshot is dropped; an address that refused the connection is forgotten too."""
+        if isinstance(exc, ConnectFailed):
+            self._forget_addr(addr)
+        self.refresh()
 
     def _forget_addr(self, addr: str) -> None:
         """A broker we cannot reach may have moved: look its name up again on the next call."""

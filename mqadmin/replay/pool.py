@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.admin import capabilities_of
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row
 from mqadmin.replay.sinks import Sink, as_row_sink
@@ -50,7 +51,7 @@ def usable_cpus() -> int:
 
 def is_on_disk(address: str) -> bool:
     """An address a worker process can open by itself, read-only: an embedded or offline store."""
-    return address == "mock" or address.startswith(("mock:", "store:"))
+    return capabilities_of(address).on_disk
 
 
 class SlicePool:

@@ -194,9 +194,9 @@ def test_two_topics_cut_mid_apply_one_undo_restores_both(rig5: Rig) -> None:
         assert set(state(rig5, topic=topic).values()) == {BASELINE}
 
 
-#: GET_MAX_OFFSET: planning reads each queue's max offset once; the check before the question
-#: reads one queue's again on every planned broker
-GET_MAX_OFFSET = 30
+#: planning reads a broker's queue bounds in one GET_TOPIC_STATS_INFO; the check before the
+#: question reads one queue's max offset (GET_MAX_OFFSET) on every planned broker
+GET_MAX_OFFSET, GET_TOPIC_STATS_INFO = 30, 202
 
 
 def test_unreachable_broker_refuses_every_offset_command_before_any_backup(rig5: Rig, tmp_path: Path) -> None:
@@ -227,10 +227,10 @@ def test_unreachable_broker_refuses_every_offset_command_before_any_backup(rig5:
 def test_broker_gone_after_planning_refuses_before_the_backup(rig5: Rig, command: str, mqadmin_home: Path) -> None:
     """broker-b answered the plan's reads, then stopped answering: the check before the question
     finds it, names it, and nothing is backed up or written anywhere."""
-    rig5.proxy.codes = frozenset({GET_MAX_OFFSET})
+    rig5.proxy.codes = frozenset({GET_MAX_OFFSET, GET_TOPIC_STATS_INFO})
     try:
-        code, out, err = run(rig5, command, Fault(cut_at=5, stay_down=True), "json")
-        assert rig5.proxy.writes == 5, "planning read broker-b's 4 max offsets, the check a 5th"
+        code, out, err = run(rig5, command, Fault(cut_at=2, stay_down=True), "json")
+        assert rig5.proxy.writes == 2, "planning read broker-b's bounds in one request, the check a max offset"
     finally:
         rig5.proxy.codes = WRITE_CODES
     assert code == 1 and out == "", (out, err)

@@ -246,9 +246,42 @@ def test_cluster_brokers_falls_back_to_the_header_version_then_to_nothing(cluste
     cluster.b.on(RequestCode.GET_BROKER_RUNTIME_INFO, young_498)
     assert [i.version for i in cluster.admin.cluster_brokers()] == ["5.0.0", "4.9.8"]
     cluster.b.close()
+    cluster.admin.refresh()  # a new look (the run's snapshot is reused until then)
     infos = cluster.admin.cluster_brokers()
     assert [i.version for i in infos] == ["5.0.0", ""]
     assert not infos[1].server_side_reset
+
+
+def test_the_cluster_snapshot_is_taken_once_per_run_and_dropped_on_a_connection_error(cluster: Cluster) -> None:
+    """Cluster info and each broker's runtime info and settings are asked once, whoever asks; a
+    connection error (the cluster may have changed) or ``refresh`` drops them, never a stale copy."""
+    cluster.a.on(RequestCode.GET_BROKER_RUNTIME_INFO, runtime_info('"brokerVersionDesc":"V5_3_3"'))
+    cluster.b.on(RequestCode.GET_BROKER_RUNTIME_INFO, runtime_info('"brokerVersionDesc":"V4_9_8"'))
+    admin = cluster.admin
+
+    def asked() -> tuple[int, int, int]:
+        return (
+            len(cluster.ns.sent(RequestCode.GET_BROKER_CLUSTER_INFO)),
+            len(cluster.a.sent(RequestCode.GET_BROKER_RUNTIME_INFO)),
+            len(cluster.b.sent(RequestCode.GET_BROKER_CONFIG)),
+        )
+
+    first = admin.cluster_brokers()
+    assert [i.version for i in first] == ["5.3.3", "4.9.8"]
+    assert admin.cluster_brokers() == first and len(admin.cluster_brokers(probe=False)) == 2
+    admin.consumer_connections_all(["g"])  # another user of the name server's broker table
+    assert asked() == (1, 1, 1)
+    admin.refresh()
+    assert admin.cluster_brokers() == first and asked() == (2, 2, 2)
+
+    cluster.b.close()
+    assert admin.cluster_brokers() == first and asked() == (2, 2, 2)  # nothing has failed yet
+    with pytest.raises(errors.ConnectError):
+        admin.max_offset(MessageQueue("T", "broker-b", 0))
+    infos = admin.cluster_brokers()
+    assert [i.version for i in infos] == ["5.3.3", ""] and asked()[:2] == (3, 3)
+    admin.cluster_brokers()  # an answer missing a broker is not kept: the next call asks again
+    assert asked()[:2] == (4, 4)
 
 
 # ---------------------------------------------------------------------------------------------

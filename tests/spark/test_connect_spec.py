@@ -87,3 +87,14 @@ def test_without_tls_files_nothing_is_written(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "none"))  # would fail if used
     with ConnectSpec(f"mock://{store}").open(read_only=True) as admin:
         assert admin.topic_route
+
+
+@pytest.mark.parametrize("address", ["mock://demo", "mock:///var/mock", "store:///var/lib/rocketmq/store"])
+def test_a_store_on_this_machine_needs_a_local_master(address: str) -> None:
+    """Executors elsewhere cannot open files on the driver's machine: refused before any job."""
+    from mqadmin.spark import check_master
+
+    with pytest.raises(UsageError, match="a store on this machine"):
+        check_master(address, "spark://10.0.0.1:7077")
+    check_master(address, "local[*]")
+    check_master("10.0.0.1:9876", "spark://10.0.0.1:7077")  # a cluster: every executor reaches it
