@@ -247,6 +247,11 @@ class ResetResult(ResultBase):
     interrupted: bool = False
 
     @property
+    def schema_name(self) -> str:
+        """The JSON document names the command that made the plan (history undo: restoreOffset)."""
+        return self.action
+
+    @property
     def multi_topic(self) -> bool:
         """The plan spans several topics (-t A,B, --all-topics): rows name their topic."""
         return len({q.topic for q in self.queues if q.topic}) > 1
