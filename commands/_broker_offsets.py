@@ -325,7 +325,6 @@ class BrokerOffsets:
         actual, seen = read
         old = {q.mq_key: q.old_offset for q in result.queues}
         failed_brokers = {e.broker for e in result.errors}
-        verified = 0
         for q in result.queues:
             k = q.mq_key
             if k not in self.expected:
@@ -343,10 +342,8 @@ class BrokerOffsets:
                 q.outcome = outcome_elsewhere(got, want, consumers=self.consumers_active)
             if applied(q):
                 q.new_offset = want
-                verified += 1
             elif q.broker not in failed_brokers:
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.detail}", None))
-        result.verified, result.planned = verified, len(self.expected)
 
     def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection | None) -> None:
         """Read the applied queues again once the clients' commit interval has passed: a client
@@ -381,7 +378,6 @@ class BrokerOffsets:
                 who = _ids(online) if online is not None else "a client the broker does not list"
                 q.outcome = outcome_undone(got, who)
                 result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.detail}", None))
-        result.verified = sum(1 for q in result.queues if applied(q))
 
     def _check_stop(self) -> None:
         if self._stop.is_set():
@@ -412,7 +408,6 @@ class BrokerOffsets:
                 q.outcome = outcome_unchanged(got)
             else:
                 q.outcome = outcome_elsewhere(got, q.new_offset, consumers=True)
-        result.verified, result.planned = sum(1 for q in changed if applied(q)), len(changed)
 
     def failure_line(self, result: ResetResult) -> str:
         """Per broker, what is true now (brokers with every queue applied left out), and how to undo."""

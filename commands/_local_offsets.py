@@ -17,7 +17,6 @@ from mqadmin.commands._plan import (
     Method,
     PlanRow,
     ResetResult,
-    applied,
     outcome_applied,
 )
 
@@ -202,8 +201,6 @@ class LocalOffsets:
         for q in changed:
             if q.outcome is None:
                 q.outcome = UNVERIFIED
-        result.planned = len(changed)
-        result.verified = sum(1 for q in changed if applied(q))
 
     def interrupt(self) -> None:
         self._stopped = True

@@ -225,9 +225,6 @@ class ResetResult(ResultBase):
     address: str | None = None
     #: epoch ms when the apply finished (the broker's flush window starts there)
     applied_at: int | None = None
-    #: the read-back after the apply: queues at their planned offsets, and how many were planned
-    verified: int | None = None
-    planned: int | None = None
     #: a note on durability (real brokers persist consumer offsets on their own schedule)
     durability: str | None = None
     #: the command that made the plan (the backup's reason, the title, the Java text)
@@ -245,6 +242,16 @@ class ResetResult(ResultBase):
     exported: str | None = None
     #: Ctrl-C after the first write: no further writes, outcomes from a short read-back (exit 130)
     interrupted: bool = False
+
+    @property
+    def planned(self) -> int | None:
+        """After an apply: the queues it wrote (each has an outcome from the read-back)."""
+        return None if self.applied_at is None else sum(1 for q in self.queues if q.outcome is not None)
+
+    @property
+    def verified(self) -> int | None:
+        """After an apply: the queues read back at their planned offsets."""
+        return None if self.applied_at is None else sum(1 for q in self.queues if applied(q))
 
     @property
     def schema_name(self) -> str:

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import Store
-from mqadmin.commands._plan import INTERRUPTED_UNKNOWN, ApplyError, Outcome, PlanRow, ResetResult
+from mqadmin.commands._plan import (
+    INTERRUPTED_UNKNOWN,
+    ApplyError,
+    Outcome,
+    PlanRow,
+    ResetResult,
+    outcome_applied,
+    outcome_unchanged,
+)
 from mqadmin.commands._reset import run_plan
 
 from mqadmin import errors
@@ -74,7 +82,8 @@ class Recorder:
 
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         self.steps.append("verify")
-        result.verified, result.planned = 0 if self.fail_apply else len(changed), len(changed)
+        for q in changed:
+            q.outcome = outcome_unchanged(q.old_offset) if self.fail_apply else outcome_applied(q.new_offset)
 
     def interrupt(self) -> None:
         self.steps.append("interrupt")
