@@ -47,7 +47,8 @@ class Result(Protocol):
 
 class ResultBase:
     """The ``Result`` members a result may leave at their defaults: nothing failed, no check
-    breached, stdout untouched. Plain class attributes, so they are no dataclass fields."""
+    breached, stdout untouched. Plain class attributes, so they are no dataclass fields. A result
+    whose JSON is not its command's one document names its schema in ``schema_name``."""
 
     failure: str | None = None
     check_failure: str | None = None
