@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mqadmin.commands import _reset as flow
 from mqadmin.commands._common import fan_out
 from mqadmin.commands._plan import (
     ACKED,
-    APPLIED,
     INTERRUPTED_UNKNOWN,
-    OVERWRITTEN,
-    UNCHANGED,
     UNKNOWN,
+    ApplyError,
+    ApplyMethod,
+    Method,
+    Outcome,
     PlanRow,
     ResetResult,
     applied,
+    outcome_applied,
+    outcome_elsewhere,
+    outcome_taken,
+    outcome_unchanged,
+    outcome_undone,
 )
 from mqadmin.commands._reset_path import broker_path, check_reset_path, durability_line
 
@@ -166,7 +172,7 @@ class BrokerOffsets:
             topic=result.topic,
             address=self.admin.address,
             taken_at=int(time.time() * 1000),
-            reason="restoreOffset" if result.restored_from else result.action,
+            reason=result.action,
             offsets=[
                 {**({"topic": q.topic} if result.multi_topic else {}), "broker": q.broker, "queue_id": q.queue_id}
                 | {"offset": q.old_offset}
@@ -203,9 +209,11 @@ class BrokerOffsets:
 
         flow.daemon_map(apply, sorted(by_broker.items()))
         if not self.admin.capabilities.persists_on_ack:
-            result.durability = durability_line(self.infos, result.method)
+            result.durability = durability_line(self.infos, {b: m.code for b, m in result.method.items()})
 
-    def _apply_broker(self, group: str, broker: str, rows: list[PlanRow]) -> tuple[str, dict[MessageQueue, int] | None]:
+    def _apply_broker(
+        self, group: str, broker: str, rows: list[PlanRow]
+    ) -> tuple[ApplyMethod, dict[MessageQueue, int] | None]:
         """Apply one broker's rows (of one or more topics): how, and a pushed reset's table."""
         admin, info, reset_ts = self.admin, self.infos.get(broker), self.reset_ts
         path = broker_path(info, self._online)
@@ -223,7 +231,7 @@ class BrokerOffsets:
                 )
                 self.acked.add(q.mq_key)
             self.server_side.add(broker)
-            return f"broker-side reset (server-side, broker {info.version})", None
+            return ApplyMethod(Method.SERVER_SIDE, f"broker-side reset (server-side, broker {info.version})"), None
         if path == "push" and not self.explicit and reset_ts is not None:
             try:
                 cpp = self.cplus if self.cplus is not None else _cpp_consumer_online(admin, group)
@@ -233,7 +241,7 @@ class BrokerOffsets:
                     table |= admin.reset_offset_by_time(
                         topic, group, reset_ts, self.force, broker_name=broker, cplus=cpp
                     )
-                return "broker-side reset (pushed to the online consumers)", table
+                return ApplyMethod(Method.PUSHED, "broker-side reset (pushed to the online consumers)"), table
             except errors.ConsumerNotOnline:
                 how = "direct offset update (no consumer online)"
             except errors.SystemError_ as exc:
@@ -248,7 +256,7 @@ class BrokerOffsets:
             self._check_stop()
             admin.update_consumer_offset(group, MessageQueue(q.topic, broker, q.queue_id), q.new_offset)
             self.acked.add(q.mq_key)
-        return how, None
+        return ApplyMethod(Method.DIRECT, how), None
 
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         """Read back every planned queue, on every broker (a failed apply may still have moved
@@ -259,9 +267,10 @@ class BrokerOffsets:
         if self.consumers_active and not self.no_wait and result.verified:
             self._recheck(ctx, result, self._online)
         if result.errors and result.verified == result.planned:
+            lost = ApplyMethod(Method.REPLY_LOST, "applied (the broker's reply was lost; verified by read-back)")
             for e in result.errors:
-                ctx.env.warn(f"{self._where(e['broker'])}: {e['message']}; the read-back shows its queues applied")
-                result.method.setdefault(e["broker"], "applied (the broker's reply was lost; verified by read-back)")
+                ctx.env.warn(f"{self._where(e.broker)}: {e.message}; the read-back shows its queues applied")
+                result.method.setdefault(e.broker, lost)
             result.errors = []
 
     def _read(self, group: str, keys: list[Key], *, strict: bool = False) -> dict[Key, int | None]:
@@ -315,33 +324,26 @@ class BrokerOffsets:
         its broker failed already)."""
         actual, seen = read
         old = {q.mq_key: q.old_offset for q in result.queues}
-        failed_brokers = {e["broker"] for e in result.errors}
-        verified = 0
+        failed_brokers = {e.broker for e in result.errors}
         for q in result.queues:
             k = q.mq_key
             if k not in self.expected:
                 continue
             got, want = actual[k], self.expected[k]
             if k in seen and got != want:
-                q.outcome = f"{APPLIED} (taken by the consumers, now at {got})"
-                q.new_offset = want
-                verified += 1
-                continue
-            if got == want:
-                q.outcome = APPLIED
-                q.new_offset = want
-                verified += 1
+                q.outcome = outcome_taken(got)
+            elif got == want:
+                q.outcome = outcome_applied(want)
             elif got is None:
                 q.outcome = ACKED if k in self.acked else UNKNOWN
             elif got == old.get(k):
-                q.outcome = UNCHANGED
-            elif not self.consumers_active:
-                q.outcome = f"{OVERWRITTEN}: at {got} (planned {want})"
+                q.outcome = outcome_unchanged(got)
             else:
-                q.outcome = f"at {got} (planned {want})"
-            if not applied(q) and q.broker not in failed_brokers:
-                result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
-        result.verified, result.planned = verified, len(self.expected)
+                q.outcome = outcome_elsewhere(got, want, consumers=self.consumers_active)
+            if applied(q):
+                q.new_offset = want
+            elif q.broker not in failed_brokers:
+                result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.detail}", None))
 
     def _recheck(self, ctx: Context, result: ResetResult, online: ConsumerConnection | None) -> None:
         """Read the applied queues again once the clients' commit interval has passed: a client
@@ -374,9 +376,8 @@ class BrokerOffsets:
                 undone = got < q.new_offset
             if undone:
                 who = _ids(online) if online is not None else "a client the broker does not list"
-                q.outcome = f"undone: at {got} (committed by {who})"
-                result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.outcome}", None))
-        result.verified = sum(1 for q in result.queues if applied(q))
+                q.outcome = outcome_undone(got, who)
+                result.errors.append(self._error(q.broker, f"{result.where(q)}queue {q.queue_id}: {q.detail}", None))
 
     def _check_stop(self) -> None:
         if self._stop.is_set():
@@ -399,25 +400,26 @@ class BrokerOffsets:
             ctx.env.warn(f"{len(keys) - len(done)} queue(s) did not answer the read-back: their outcome is unknown")
         for i, q in enumerate(changed):
             got = done.get(i, _MISSING)
-            if got is _MISSING:
+            if got is _MISSING or not isinstance(got, int | None):
                 q.outcome = INTERRUPTED_UNKNOWN
             elif got == q.new_offset:
-                q.outcome = APPLIED
+                q.outcome = outcome_applied(got)
             elif got == q.old_offset:
-                q.outcome = UNCHANGED
+                q.outcome = outcome_unchanged(got)
             else:
-                q.outcome = f"at {got} (planned {q.new_offset})"
-        result.verified, result.planned = sum(1 for q in changed if applied(q)), len(changed)
+                q.outcome = outcome_elsewhere(got, q.new_offset, consumers=True)
 
     def failure_line(self, result: ResetResult) -> str:
         """Per broker, what is true now (brokers with every queue applied left out), and how to undo."""
         counts: dict[str, dict[str, int]] = {}
         for q in result.queues:
             if q.outcome is not None:
-                word = q.outcome.split(" ", 1)[0].rstrip(":")
+                word = q.outcome.code.word
                 per = counts.setdefault(q.broker, {})
                 per[word] = per.get(word, 0) + 1
-        done = sum(1 for q in result.queues if applied(q) or q.outcome == ACKED)
+        done = sum(
+            1 for q in result.queues if q.outcome is not None and q.outcome.code in (Outcome.APPLIED, Outcome.ACKED)
+        )
         parts = [
             f"{self._where(b)}: " + ", ".join(f"{n} {w}" for w, n in sorted(per.items()))
             for b, per in sorted(counts.items())
@@ -435,9 +437,9 @@ class BrokerOffsets:
         info = self.infos.get(broker)
         return f"{broker} ({info.addr})" if info is not None and info.addr else broker
 
-    def _error(self, broker: str, message: str, code: int | None) -> dict[str, Any]:
+    def _error(self, broker: str, message: str, code: int | None) -> ApplyError:
         info = self.infos.get(broker)
-        return {"broker": broker, "address": info.addr if info else None, "message": message, "code": code}
+        return ApplyError(broker, message, info.addr if info else None, code)
 
 
 class _Stopped(Exception):

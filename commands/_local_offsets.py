@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqadmin.commands._common import check_clients_stopped, has_broker, local_notes, store_time_at
-from mqadmin.commands._plan import APPLIED, PlanRow, ResetResult, applied
+from mqadmin.commands._plan import (
+    UNVERIFIED,
+    ApplyError,
+    ApplyMethod,
+    Method,
+    PlanRow,
+    ResetResult,
+    outcome_applied,
+)
 
 from mqadmin import errors
 from mqadmin.model import MessageQueue
@@ -165,14 +173,14 @@ class LocalOffsets:
             try:
                 write_offsets(f, new)
             except (FileChanged, errors.MqadminError) as exc:
-                result.errors.append({"broker": client, "message": str(exc), "code": None})
+                result.errors.append(ApplyError(client, str(exc)))
 
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         """Read each written file back as its client would load it."""
         from mqadmin.localstore import FROM_FILE, read_offsets_file
 
         files = self.by_client()
-        failed = {e["broker"] for e in result.errors}
+        failed = {e.broker for e in result.errors}
         for client, rows in sorted(_by_client(changed).items()):
             if client in failed:
                 continue
@@ -182,21 +190,17 @@ class LocalOffsets:
                 q for q in rows if back.offsets.get(MessageQueue(result.topic, q.broker, q.queue_id)) != q.new_offset
             ]
             if back.source != FROM_FILE or wrong:
-                result.errors.append(
-                    {"broker": client, "message": f"read back of {f.path} does not match", "code": None}
-                )
+                result.errors.append(ApplyError(client, f"read back of {f.path} does not match"))
                 continue
             kept = (
                 f"previous content in {f.previous_copy.name}" if f.previous_copy else "previous offsets in the backup"
             )
-            result.method[client] = f"rewrote {f.path} ({f.style} form; {kept})"
+            result.method[client] = ApplyMethod(Method.FILE, f"rewrote {f.path} ({f.style} form; {kept})")
             for q in rows:
-                q.outcome = APPLIED
+                q.outcome = outcome_applied(q.new_offset)
         for q in changed:
             if q.outcome is None:
-                q.outcome = "not verified (see the FAILED line)"
-        result.planned = len(changed)
-        result.verified = sum(1 for q in changed if applied(q))
+                q.outcome = UNVERIFIED
 
     def interrupt(self) -> None:
         self._stopped = True
@@ -206,7 +210,7 @@ class LocalOffsets:
         self.verify(ctx, result, changed)
 
     def failure_line(self, result: ResetResult) -> str:
-        failed = ", ".join(sorted({e["broker"] for e in result.errors}))
+        failed = ", ".join(sorted({e.broker for e in result.errors}))
         return (
             f"not written for {failed}; restore with: "
             f"mqadmin restoreOffset --from {result.backup} --local-store {self.path}"

@@ -3,8 +3,10 @@ plan reads as a table, as JSON, as the Java tool's text and as an exported CSV."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,23 +22,131 @@ if TYPE_CHECKING:
 #: RocketMQ queue is named by its broker and queue id; the last three are for reading only
 PLAN_COLUMNS = ("group", "topic", "broker", "queue", "offset", "old_offset", "min_offset", "max_offset")
 
-#: PlanRow.outcome values
-APPLIED = "applied"
-UNCHANGED = "unchanged"
-UNKNOWN = "unknown (broker unreachable)"
-ACKED = "acknowledged (not read back: broker unreachable)"
-#: read back at neither the planned nor the old offset, and no consumer of the group explains it
-OVERWRITTEN = "overwritten by another change"
-#: Ctrl-C during the apply, and the queue did not answer the short read-back after it
-INTERRUPTED_UNKNOWN = "unknown (interrupted; not read back)"
+
+class Outcome(str, Enum):
+    """What the read-back found a planned queue at: the stable code scripts match (JSON
+    ``outcome``); the sentence a person reads is the row's ``detail``."""
+
+    #: read back at the planned offset (or seen taking a pushed reset)
+    APPLIED = "applied"
+    #: read back at its old offset: the write did not land
+    UNCHANGED = "unchanged"
+    #: the write was acknowledged, but the broker did not answer the read-back
+    ACKED = "acked"
+    #: no write acknowledged and no read-back answer
+    UNKNOWN = "unknown"
+    #: Ctrl-C during the apply, and the queue did not answer the short read-back after it
+    INTERRUPTED_UNKNOWN = "interrupted-unknown"
+    #: at neither the planned nor the old offset, and no consumer of the group explains it
+    OVERWRITTEN = "overwritten"
+    #: at neither the planned nor the old offset, with consumers that may have moved it
+    MOVED = "moved"
+    #: applied, then a client committed its own offset over it (the second read-back)
+    UNDONE = "undone"
+    #: a local offsets file whose write or read-back failed (see the FAILED line)
+    UNVERIFIED = "unverified"
+
+    @property
+    def word(self) -> str:
+        """The word a failure line counts this outcome by ("2 unchanged, 1 at")."""
+        return _WORDS.get(self, self.value)
+
+
+_WORDS = {
+    Outcome.ACKED: "acknowledged",
+    Outcome.INTERRUPTED_UNKNOWN: "unknown",
+    Outcome.MOVED: "at",
+    Outcome.UNVERIFIED: "not",
+}
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """A row's outcome: the code, the sentence, and the offset the read-back found (None: none)."""
+
+    code: Outcome
+    detail: str
+    read_back: int | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.code is Outcome.APPLIED
+
+
+def outcome_applied(want: int) -> RowOutcome:
+    return RowOutcome(Outcome.APPLIED, "applied", want)
+
+
+def outcome_taken(got: int | None) -> RowOutcome:
+    return RowOutcome(Outcome.APPLIED, f"applied (taken by the consumers, now at {got})", got)
+
+
+def outcome_unchanged(old: int | None) -> RowOutcome:
+    return RowOutcome(Outcome.UNCHANGED, "unchanged", old)
+
+
+ACKED = RowOutcome(Outcome.ACKED, "acknowledged (not read back: broker unreachable)")
+UNKNOWN = RowOutcome(Outcome.UNKNOWN, "unknown (broker unreachable)")
+INTERRUPTED_UNKNOWN = RowOutcome(Outcome.INTERRUPTED_UNKNOWN, "unknown (interrupted; not read back)")
+UNVERIFIED = RowOutcome(Outcome.UNVERIFIED, "not verified (see the FAILED line)")
+
+
+def outcome_elsewhere(got: int | None, want: int, *, consumers: bool) -> RowOutcome:
+    """At neither end: moved (consumers may explain it) or overwritten (nothing does)."""
+    if consumers:
+        return RowOutcome(Outcome.MOVED, f"at {got} (planned {want})", got)
+    return RowOutcome(Outcome.OVERWRITTEN, f"overwritten by another change: at {got} (planned {want})", got)
+
+
+def outcome_undone(got: int, who: str) -> RowOutcome:
+    return RowOutcome(Outcome.UNDONE, f"undone: at {got} (committed by {who})", got)
+
+
+class Method(str, Enum):
+    """How a broker (or a client's offsets file) took the change: the stable code (JSON
+    ``method_code``); the sentence is ``ApplyMethod.detail`` (JSON ``method``)."""
+
+    #: useServerSideResetOffset: reset per queue on the broker, served to the consumers
+    SERVER_SIDE = "server-side"
+    #: a time pushed to the online consumers, which apply and commit it
+    PUSHED = "pushed"
+    #: UPDATE_CONSUMER_OFFSET per queue
+    DIRECT = "direct"
+    #: the broker's reply was lost; the read-back shows its queues applied
+    REPLY_LOST = "reply-lost"
+    #: a broadcast client's offsets file rewritten
+    FILE = "file"
+
+
+@dataclass(frozen=True)
+class ApplyMethod:
+    code: Method
+    detail: str
+
+
+@dataclass(frozen=True)
+class ApplyError:
+    """A broker (or client file) the apply or read-back failed on."""
+
+    broker: str
+    message: str
+    address: str | None = None
+    code: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"broker": self.broker, "address": self.address, "message": self.message, "code": self.code}
+
+    def line(self) -> str:
+        where = f"{self.broker} ({self.address})" if self.address else self.broker
+        return f"FAILED {where}: {self.message}"
 
 
 def not_applied(q: PlanRow) -> bool:
-    return q.outcome is not None and not applied(q)
+    return q.outcome is not None and not q.outcome.applied
 
 
 def applied(q: PlanRow) -> bool:
-    return q.outcome is not None and q.outcome.startswith(APPLIED)
+    return q.outcome is not None and q.outcome.applied
 
 
 @dataclass
@@ -50,7 +160,7 @@ class PlanRow:
     #: local offsets: the client whose file the row is in
     client: str | None = None
     #: after an apply: what is true now (applied / unchanged / unknown ...), from a read-back
-    outcome: str | None = None
+    outcome: RowOutcome | None = None
     #: a time search landed on a message stored this many ms before the time (4.x nearest search)
     lands_before_ms: int | None = None
     #: --exact moved the queue from the nearest message to the first at or after the time
@@ -63,6 +173,11 @@ class PlanRow:
     @property
     def mq_key(self) -> tuple[str, str, int]:
         return (self.topic, self.broker, self.queue_id)
+
+    @property
+    def detail(self) -> str | None:
+        """The outcome as a person reads it (None: not applied yet)."""
+        return None if self.outcome is None else self.outcome.detail
 
     @property
     def delta(self) -> int:
@@ -96,9 +211,9 @@ class ResetResult(ResultBase):
     timestamp: int | None
     dry_run: bool
     queues: list[PlanRow]
-    method: dict[str, str] = field(default_factory=dict)
+    method: dict[str, ApplyMethod] = field(default_factory=dict)
     backup: str | None = None
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[ApplyError] = field(default_factory=list)
     failure: str | None = None
     restored_from: str | None = None
     tz: tzinfo | None = None
@@ -110,9 +225,6 @@ class ResetResult(ResultBase):
     address: str | None = None
     #: epoch ms when the apply finished (the broker's flush window starts there)
     applied_at: int | None = None
-    #: the read-back after the apply: queues at their planned offsets, and how many were planned
-    verified: int | None = None
-    planned: int | None = None
     #: a note on durability (real brokers persist consumer offsets on their own schedule)
     durability: str | None = None
     #: the command that made the plan (the backup's reason, the title, the Java text)
@@ -130,6 +242,21 @@ class ResetResult(ResultBase):
     exported: str | None = None
     #: Ctrl-C after the first write: no further writes, outcomes from a short read-back (exit 130)
     interrupted: bool = False
+
+    @property
+    def planned(self) -> int | None:
+        """After an apply: the queues it wrote (each has an outcome from the read-back)."""
+        return None if self.applied_at is None else sum(1 for q in self.queues if q.outcome is not None)
+
+    @property
+    def verified(self) -> int | None:
+        """After an apply: the queues read back at their planned offsets."""
+        return None if self.applied_at is None else sum(1 for q in self.queues if applied(q))
+
+    @property
+    def schema_name(self) -> str:
+        """The JSON document names the command that made the plan (history undo: restoreOffset)."""
+        return self.action
 
     @property
     def multi_topic(self) -> bool:
@@ -160,7 +287,8 @@ class ResetResult(ResultBase):
             "topic": self.topic,
             **time_fields("timestamp", self.timestamp, self.tz),
             "dry_run": self.dry_run,
-            "method": self.method or None,
+            "method": {b: m.detail for b, m in self.method.items()} or None,
+            "method_code": {b: m.code.value for b, m in self.method.items()} or None,
             "backup": self.backup,
             "queues": [
                 {
@@ -173,7 +301,7 @@ class ResetResult(ResultBase):
                     "delta": q.delta,
                     "min_offset": q.min_offset,
                     "max_offset": q.max_offset,
-                    **({"outcome": q.outcome} if q.outcome is not None else {}),
+                    **({"outcome": q.outcome.code.value, "detail": q.outcome.detail} if q.outcome is not None else {}),
                     **({"lands_before_ms": q.lands_before_ms} if q.lands_before_ms is not None else {}),
                     **({"exact_from": q.exact_from} if q.exact_from is not None else {}),
                 }
@@ -198,7 +326,7 @@ class ResetResult(ResultBase):
         if self.exported:
             doc["exported"] = self.exported
         if self.errors:
-            doc["errors"] = self.errors
+            doc["errors"] = [e.to_json() for e in self.errors]
         if self.interrupted:
             doc["interrupted"] = True
         return doc
@@ -214,68 +342,14 @@ class ResetResult(ResultBase):
                 f": {self.verified} of {self.planned} queue(s) of group {self.group} read back at their planned offsets"
             )
         lines = [head]
-        lines += [f"  {self.where(q)}{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if not_applied(q)]
+        lines += [f"  {self.where(q)}{q.broker} queue {q.queue_id}: {q.detail}" for q in self.queues if not_applied(q)]
         if self.backup:
             lines += [f"Backup: {self.backup}", f"Undo: {self.undo}"]
         return lines
 
     def java_text(self) -> str:
-        """The Java tool's text for this command, column for column (its printf formats; the
-        words differ between the 4.9 and 5.x tools, so they follow the brokers' version)."""
-        if self.source_group is not None:
-            # Java prints this without a line break; ours ends the line
-            return (
-                f"clone group offset success. srcGroup[{self.source_group}], destGroup=[{self.group}], "
-                f"topic[{self.topic}]\n"
-            )
-        from mqadmin.protocol.versions import is_v5, server_side_reset
-
-        versions = [self.versions.get(q.broker, "") for q in self.queues] or list(self.versions.values())
-        v4 = any(v and not is_v5(v) for v in versions)
-        skip = self.action == "skipAccumulatedMessage"
-        ts_long = -1 if skip else (self.timestamp if self.timestamp is not None else 0)
-        ts_text = self.timestamp_text if self.timestamp_text is not None else str(ts_long)
-        force = "true" if self.force else "false"
-        lines: list[str] = []
-        if not skip and self.timestamp is None and len(self.queues) == 1:  # -b -q -o
-            q = self.queues[0]
-            lines.append(
-                f"start reset consumer offset by specified, group[{self.group}], topic[{self.topic}], "
-                f"queueId[{q.queue_id}], broker[{q.broker}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
-            )
-            lines.append(f"reset consumer offset to {q.new_offset}")
-            return "\n".join(lines) + "\n"
-        if self.method:
-            old_form = any(m.startswith("direct") for m in self.method.values())
-        else:
-            old_form = not versions or any(not server_side_reset(v) for v in versions)
-        rows = sorted(self.queues, key=lambda q: (q.broker, q.queue_id))
-        if old_form:
-            if not skip:
-                verb = "rollback" if v4 else "reset"
-                lines.append(
-                    f"{verb} consumer offset by specified consumerGroup[{self.group}], topic[{self.topic}], "
-                    f"force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
-                )
-            last = "#rollbackOffset" if v4 or skip else "#resetOffset"
-            heads = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", last)
-            lines.append("  ".join(f"{h:<20}" for h in heads))
-            for q in rows:
-                old = q.old_offset if q.old_offset is not None else (q.min_offset or 0)
-                target = q.target if q.target is not None else q.new_offset
-                cells = (q.broker[:32], q.queue_id, q.max_offset or 0, old, target, q.new_offset)
-                lines.append("  ".join(f"{c:<20}" for c in cells))
-        else:
-            if not skip:
-                head = "rollback consumer offset" if v4 else "start reset consumer offset"
-                lines.append(
-                    f"{head} by specified{'' if v4 else ','} group[{self.group}], topic[{self.topic}], "
-                    f"force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
-                )
-            lines.append("  ".join(f"{h:<40}" for h in ("#brokerName", "#queueId", "#offset")))
-            for q in rows:
-                lines.append("  ".join(f"{c:<40}" for c in (q.broker[:32], q.queue_id, q.new_offset)))
-        return "\n".join(lines) + "\n"
+        """The Java tool's text for the command that made this plan (``JAVA_TEXT``)."""
+        return JAVA_TEXT[self.action](self)
 
     def table(self) -> Table:
         local = self.local_files is not None
@@ -285,7 +359,7 @@ class ResetResult(ResultBase):
             ([q.client] if local else [])
             + ([q.topic] if multi else [])
             + [q.broker, q.queue_id, q.min_offset, q.max_offset, q.old_offset, q.new_offset, q.describe()]
-            + ([q.outcome or "-"] if outcomes else [])
+            + ([q.detail or "-"] if outcomes else [])
             for q in self.queues
         ]
         columns = (
@@ -340,13 +414,13 @@ class ResetResult(ResultBase):
 
     def _apply_footer(self) -> list[str]:
         """What the apply did: per broker how, the read-back, when, the backup and undo, failures."""
-        footer = [f"{broker}: {how}" for broker, how in sorted(self.method.items())]
+        footer = [f"{broker}: {how.detail}" for broker, how in sorted(self.method.items())]
         if self.verified is not None and self.planned is not None:
             if self.verified == self.planned:
                 footer.append(f"Verified: {self.verified} queues read back at their planned offsets")
             else:
                 wrong = [
-                    f"{self.where(q)}{q.broker} queue {q.queue_id}: {q.outcome}" for q in self.queues if not_applied(q)
+                    f"{self.where(q)}{q.broker} queue {q.queue_id}: {q.detail}" for q in self.queues if not_applied(q)
                 ]
                 footer.append(
                     f"Verified: {self.verified} of {self.planned} queues read back at their planned offsets; "
@@ -361,10 +435,90 @@ class ResetResult(ResultBase):
         if self.backup:
             footer.append(f"Backup: {self.backup}")
             footer.append(f"Undo: {self.undo}")
-        for e in self.errors:
-            where = f"{e['broker']} ({e['address']})" if e.get("address") else e["broker"]
-            footer.append(f"FAILED {where}: {e['message']}")
+        footer += [e.line() for e in self.errors]
         return footer
+
+
+def _java_v4(result: ResetResult) -> bool:
+    """The Java tool's words follow the brokers' version (4.9 and 5.x tools differ)."""
+    from mqadmin.protocol.versions import is_v5
+
+    return any(v and not is_v5(v) for v in _java_versions(result))
+
+
+def _java_versions(result: ResetResult) -> list[str]:
+    return [result.versions.get(q.broker, "") for q in result.queues] or list(result.versions.values())
+
+
+def _java_old_form(result: ResetResult) -> bool:
+    """The table of a client-side (or direct) reset: 6 columns; else the broker-side reset's 3."""
+    from mqadmin.protocol.versions import server_side_reset
+
+    if result.method:
+        return any(m.code is Method.DIRECT for m in result.method.values())
+    versions = _java_versions(result)
+    return not versions or any(not server_side_reset(v) for v in versions)
+
+
+def _java_rows(result: ResetResult, *, v4_words: bool) -> list[str]:
+    """The per-queue table, column for column (the Java tool's printf formats)."""
+    rows = sorted(result.queues, key=lambda q: (q.broker, q.queue_id))
+    if not _java_old_form(result):
+        lines = ["  ".join(f"{h:<40}" for h in ("#brokerName", "#queueId", "#offset"))]
+        return lines + ["  ".join(f"{c:<40}" for c in (q.broker[:32], q.queue_id, q.new_offset)) for q in rows]
+    last = "#rollbackOffset" if v4_words else "#resetOffset"
+    heads = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", last)
+    lines = ["  ".join(f"{h:<20}" for h in heads)]
+    for q in rows:
+        old = q.old_offset if q.old_offset is not None else (q.min_offset or 0)
+        target = q.target if q.target is not None else q.new_offset
+        cells = (q.broker[:32], q.queue_id, q.max_offset or 0, old, target, q.new_offset)
+        lines.append("  ".join(f"{c:<20}" for c in cells))
+    return lines
+
+
+def java_reset(result: ResetResult) -> str:
+    """resetOffsetByTime (and restoreOffset, which the Java tool lacks): the head line, then the table."""
+    v4 = _java_v4(result)
+    ts_long = result.timestamp if result.timestamp is not None else 0
+    ts_text = result.timestamp_text if result.timestamp_text is not None else str(ts_long)
+    force = "true" if result.force else "false"
+    if result.timestamp is None and len(result.queues) == 1:  # -b -q -o
+        q = result.queues[0]
+        return (
+            f"start reset consumer offset by specified, group[{result.group}], topic[{result.topic}], "
+            f"queueId[{q.queue_id}], broker[{q.broker}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]\n"
+            f"reset consumer offset to {q.new_offset}\n"
+        )
+    if _java_old_form(result):
+        head = f"{'rollback' if v4 else 'reset'} consumer offset by specified consumerGroup[{result.group}]"
+    else:
+        head = f"{'rollback consumer offset' if v4 else 'start reset consumer offset'} by specified"
+        head += f"{'' if v4 else ','} group[{result.group}]"
+    head += f", topic[{result.topic}], force[{force}], timestamp(string)[{ts_text}], timestamp(long)[{ts_long}]"
+    return "\n".join([head, *_java_rows(result, v4_words=v4)]) + "\n"
+
+
+def java_skip(result: ResetResult) -> str:
+    """skipAccumulatedMessage: the table alone (the Java tool prints no head line)."""
+    return "\n".join(_java_rows(result, v4_words=True)) + "\n"
+
+
+def java_clone(result: ResetResult) -> str:
+    """cloneGroupOffset: one line (Java prints it without a line break; ours ends the line)."""
+    return (
+        f"clone group offset success. srcGroup[{result.source_group}], destGroup=[{result.group}], "
+        f"topic[{result.topic}]\n"
+    )
+
+
+#: the Java text of each command that makes a plan
+JAVA_TEXT: dict[str, Callable[[ResetResult], str]] = {
+    "resetOffsetByTime": java_reset,
+    "restoreOffset": java_reset,
+    "skipAccumulatedMessage": java_skip,
+    "cloneGroupOffset": java_clone,
+}
 
 
 def write_plan_csv(result: ResetResult, path: Path) -> None:

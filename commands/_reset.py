@@ -106,7 +106,7 @@ class OffsetSource(Protocol):
         """Write the changed rows; a failure is recorded per broker (or client), not raised."""
 
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
-        """Read back, set each row's outcome and ``result.verified``/``planned``."""
+        """Read back and set each written row's outcome (``result.verified`` counts the applied)."""
 
     def interrupt(self) -> None:
         """Ctrl-C during the apply: send no further writes (a write under way may still land)."""

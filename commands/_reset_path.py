@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mqadmin.commands._plan import Method
+
 from mqadmin import errors, seen
 from mqadmin.protocol import versions
 from mqadmin.registry import Opt
@@ -151,7 +153,7 @@ def warn_memory_only(ctx: Context, infos: dict[str, BrokerInfo], planned: list[s
         )
 
 
-def durability_line(infos: dict[str, BrokerInfo], methods: dict[str, str]) -> str:
+def durability_line(infos: dict[str, BrokerInfo], methods: dict[str, Method]) -> str:
     """The truth about when the applied offsets survive a broker crash or restart, per store."""
     parts: dict[str, list[str]] = {}
     for name in sorted(methods):
@@ -159,7 +161,7 @@ def durability_line(infos: dict[str, BrokerInfo], methods: dict[str, str]) -> st
         store = offset_store(info) if info is not None else None
         interval = (info.config or {}).get("flushConsumerOffsetInterval", "5000") if info is not None else "5000"
         every = f"every flushConsumerOffsetInterval ({interval} ms)"
-        if store == V2 and methods[name].startswith("direct"):
+        if store == V2 and methods[name] is Method.DIRECT:
             text = "wrote each offset into its RocksDB metadata store (configManagerVersion=v2) as it was applied"
         elif store == V2 and info is not None and memory_only_reset(info):
             text = (

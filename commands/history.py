@@ -290,6 +290,8 @@ class HistoryResult(ResultBase):
 class ChangeResult(ResultBase):
     entry: journal.Entry
     tz: tzinfo | None = None
+    #: its JSON document (docs/schemas/history-show.schema.json)
+    schema_name = "history-show"
 
     def to_json(self) -> dict[str, Any]:
         return _entry_json(self.entry, self.tz)
@@ -339,6 +341,8 @@ class PruneResult(ResultBase):
     kept: int
     dry_run: bool
     tz: tzinfo | None = None
+    #: its JSON document (docs/schemas/history-prune.schema.json)
+    schema_name = "history-prune"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -140,7 +140,16 @@ class RestoreOffsetCommand(SubCommand):
         admin = ctx.admin()
         _check_cluster(ctx, admin, backup, path, params.other_cluster, params.dry_run)
         rows = _broker_rows(ctx, admin, backup, params.clamp)
-        result = ResetResult(backup.group, backup.topic, None, params.dry_run, rows, restored_from=path, tz=ctx.tz)
+        result = ResetResult(
+            backup.group,
+            backup.topic,
+            None,
+            params.dry_run,
+            rows,
+            restored_from=path,
+            tz=ctx.tz,
+            action="restoreOffset",
+        )
         source = BrokerOffsets(no_wait=params.no_wait, partial=params.partial)
         return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 
@@ -338,6 +347,7 @@ def _local(
         rows,
         restored_from=str(params.from_),
         tz=ctx.tz,
+        action="restoreOffset",
     )
     return run_plan(ctx, result, source, backup_path=params.backup, force_stale=params.force_stale)
 

@@ -156,7 +156,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         from mqadmin.watch import watch_loop
 
         try:
-            watch_loop(ctx, call, watch, fmt, output_file)
+            watch_loop(ctx, call, watch, fmt, output_file, command=cls.name)
         except KeyboardInterrupt:  # the way to stop watching: no error line
             raise QuietExit(ExitCode.INTERRUPTED) from None
         finally:
@@ -166,7 +166,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
         result = call(ctx)
     finally:
         ctx.close()
-    _finish(result, fmt, env, output_file)
+    _finish(result, fmt, env, output_file, cls.name)
 
 
 def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) -> str:
@@ -187,13 +187,13 @@ def _format(cls: type[SubCommand], common: dict[str, Any], watch: float | None) 
     return fmt
 
 
-def _finish(result: Result, fmt: str, env: Env, output_file: str | None) -> None:
+def _finish(result: Result, fmt: str, env: Env, output_file: str | None, command: str) -> None:
     """Print (or write) the result, then end as it says: a breached check exits 3, a partial failure 1."""
     try:
         if output_file:
-            write_result(result, fmt, env, output_file)
+            write_result(result, fmt, env, output_file, command)
         else:
-            render(result, fmt, env)
+            render(result, fmt, env, command)
     except OSError:  # a full disk, a closed pipe: a change still says on stderr what it did and how to undo it
         for line in getattr(result, "lost_report_lines", list)():
             env.stderr.write(line + "\n")

@@ -201,7 +201,7 @@ def finished(ctx: Context, change: Change | None, result: ResetResult) -> None:
     queues = []
     for entry in change.record["queues"]:
         q = rows.get((entry["topic"], entry["broker"], entry["queue_id"], entry.get("client")))
-        queues.append(entry | ({"read_back": _read_back(q), "outcome": q.outcome} if q is not None else {}))
+        queues.append(entry | ({"read_back": _read_back(q), "outcome": q.detail} if q is not None else {}))
     if result.errors or (result.planned is not None and result.verified != result.planned):
         outcome = "failed" if not result.verified else "partial"
     else:
@@ -262,22 +262,9 @@ def _queue(result: ResetResult, q: PlanRow) -> dict[str, Any]:
     }
 
 
-_AT = re.compile(r"\bat (\d+)")
-
-
 def _read_back(q: PlanRow) -> int | None:
-    """Where the read-back found the queue, from its outcome (None: not read back)."""
-    from mqadmin.commands._plan import APPLIED, UNCHANGED
-
-    text = q.outcome or ""
-    found = _AT.search(text)
-    if found:
-        return int(found.group(1))
-    if text == APPLIED:
-        return q.new_offset
-    if text == UNCHANGED:
-        return q.old_offset
-    return None
+    """Where the read-back found the queue (None: not read back)."""
+    return None if q.outcome is None else q.outcome.read_back
 
 
 def _backup_facts(path: str | None) -> dict[str, Any]:

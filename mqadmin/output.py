@@ -47,7 +47,8 @@ class Result(Protocol):
 
 class ResultBase:
     """The ``Result`` members a result may leave at their defaults: nothing failed, no check
-    breached, stdout untouched. Plain class attributes, so they are no dataclass fields."""
+    breached, stdout untouched. Plain class attributes, so they are no dataclass fields. A result
+    whose JSON is not its command's one document names its schema in ``schema_name``."""
 
     failure: str | None = None
     check_failure: str | None = None
@@ -133,14 +134,26 @@ def _isatty(stream: object) -> bool:
         return False
 
 
-def render(result: Result, fmt: str, env: Env) -> None:
-    """Print ``result``; one whose command already wrote its data to stdout (``stdout_used``,
-    e.g. rangeReplay --to stdout) gets its summary on stderr, so stdout stays pure data."""
+#: the version of the JSON documents' schemas (docs/schemas): within a version fields and codes
+#: are only added; removing, renaming or retyping one moves it
+SCHEMA_VERSION = 1
+
+
+def json_document(result: Result, command: str) -> dict[str, Any]:
+    """``result`` as JSON, led by the name of its schema: ``mqadmin/<name>/<version>``, the name
+    the result's ``schema_name`` (a command printing several kinds of document) or the command's."""
+    name = getattr(result, "schema_name", None) or command
+    return {"schema": f"mqadmin/{name}/{SCHEMA_VERSION}", **result.to_json()} if name else result.to_json()
+
+
+def render(result: Result, fmt: str, env: Env, command: str = "") -> None:
+    """Print ``result`` of ``command``; one whose command already wrote its data to stdout
+    (``stdout_used``, e.g. rangeReplay --to stdout) gets its summary on stderr, so stdout stays pure data."""
     if result.stdout_used:
         env = Env(stdout=env.stderr, stderr=env.stderr, stdin=env.stdin, color=env.color)
     if fmt == "json":
         # one write: json.dump would make one per token (200,000 for 10,000 groups)
-        env.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        env.stdout.write(json.dumps(json_document(result, command), indent=2, ensure_ascii=False))
         env.stdout.write("\n")
     elif fmt in EXTRA_FORMATS:
         env.stdout.write(getattr(result, f"{fmt}_text")())
@@ -166,7 +179,7 @@ def render_table(table: Table, env: Env, stream: TextIO) -> None:
         _render_plain(table, stream)
 
 
-def write_result(result: Result, fmt: str, env: Env, path: str) -> None:
+def write_result(result: Result, fmt: str, env: Env, path: str, command: str = "") -> None:
     """``--output-file``: the rendered result replaces ``path`` atomically (temp file + rename), so
     a reader such as node_exporter's textfile collector never sees half of it; its mode follows the
     umask, as a file the shell writes would, so such a reader running as another user can read it."""
@@ -175,7 +188,7 @@ def write_result(result: Result, fmt: str, env: Env, path: str) -> None:
     from mqadmin.safety import atomic_write
 
     buffer = io.StringIO()
-    render(result, fmt, Env(stdout=buffer, stderr=env.stderr, stdin=None, color=False))
+    render(result, fmt, Env(stdout=buffer, stderr=env.stderr, stdin=None, color=False), command)
     atomic_write(path, buffer.getvalue(), shared=True)
 
 

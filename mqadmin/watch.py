@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.output import Result, render, write_result
+from mqadmin.output import Result, json_document, render, write_result
 
 if TYPE_CHECKING:
     from mqadmin.context import Context
@@ -31,6 +31,7 @@ def watch_loop(
     fmt: str,
     output_file: str | None,
     sleep: Callable[[float], None] = time.sleep,
+    command: str = "",
 ) -> None:
     """Refresh until KeyboardInterrupt, which the caller turns into a quiet exit 130."""
     env = ctx.env
@@ -43,14 +44,15 @@ def watch_loop(
         if previous is not None and hasattr(result, "note_previous"):
             result.note_previous(previous)
         if output_file:
-            write_result(result, fmt, env, output_file)
+            write_result(result, fmt, env, output_file, command)
         elif env.stdout_tty and fmt == "table":
             env.stdout.write(CLEAR)
             render(result, "table", env)
             stamp = time.strftime("%H:%M:%S", time.localtime(read_at_ms / 1000))
             env.stdout.write(f"\nEvery {interval:g}s, read at {stamp}; Change: since the last refresh. Ctrl-C stops.\n")
         else:
-            env.stdout.write(json.dumps({"read_at_ms": read_at_ms, **result.to_json()}, ensure_ascii=False) + "\n")
+            line = {"read_at_ms": read_at_ms, **json_document(result, command)}
+            env.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
         env.stdout.flush()
         previous = result
         sleep(max(0.0, interval - (time.monotonic() - started)))

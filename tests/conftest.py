@@ -34,6 +34,30 @@ def mqadmin_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def json_follows_its_schema(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every JSON document a command prints in this process (either door, a real broker, --watch
+    lines, --output-file) is checked against its schema in docs/schemas as printed; a break
+    fails the test that printed it."""
+    import json
+
+    from mqadmin import output, watch
+    from tests.support import schemas
+
+    broken: list[str] = []
+    real = output.json_document
+
+    def checked(result: Any, command: str) -> dict[str, Any]:
+        doc = real(result, command)
+        broken.extend(schemas.problems(json.loads(json.dumps(doc, ensure_ascii=False))) if command else [])
+        return doc
+
+    monkeypatch.setattr(output, "json_document", checked)
+    monkeypatch.setattr(watch, "json_document", checked)
+    yield
+    assert not broken, "a JSON output breaks its schema:\n  " + "\n  ".join(broken[:20])
+
+
 @dataclass
 class CliResult:
     code: int
@@ -71,6 +95,9 @@ def cli_proc() -> Callable[..., CliResult]:
             timeout=timeout,
             env={**os.environ, **(env or {})},
         )
+        from tests.support import schemas
+
+        schemas.check_printed(proc.stdout)  # in-process runs are checked as they print
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run

@@ -93,6 +93,7 @@ def query(store: Store, cli: Callable[..., CliResult]) -> Q:
 def test_one_topic_keeps_the_single_document(query: Q) -> None:
     doc = query("-t", "Orders", "-g", "g1", "-s", str(T0 + 300))
     assert list(doc) == [
+        "schema",
         "topic",
         "group",
         "timestamp",
@@ -123,7 +124,7 @@ def test_one_topic_keeps_the_single_document(query: Q) -> None:
 def test_several_topics_and_groups_are_a_list_of_those_documents(query: Q) -> None:
     ts = str(T0 + 200)
     doc = query("-t", "Sms,Orders", "-g", "g1,g2", "-s", ts)
-    assert list(doc) == ["timestamp", "timestamp_iso", "time_field", "engine", "results"]
+    assert list(doc) == ["schema", "timestamp", "timestamp_iso", "time_field", "engine", "results"]
     assert doc["timestamp"] == T0 + 200 and doc["time_field"] == "store"
     pairs = [(r["topic"], r["group"]) for r in doc["results"]]
     # g2 has no offsets on Sms, but Sms was named: it is reported, with null consumer offsets
@@ -132,13 +133,13 @@ def test_several_topics_and_groups_are_a_list_of_those_documents(query: Q) -> No
         if (r["topic"], r["group"]) == ("Sms", "g2"):
             assert all(q["consumer_offset"] is None and q["lag"] is None for q in r["queues"])
             continue
-        assert r == query("-t", r["topic"], "-g", r["group"], "-s", ts)
+        assert {"schema": doc["schema"], **r} == query("-t", r["topic"], "-g", r["group"], "-s", ts)
 
 
 def test_one_topic_and_no_group_list_with_several_topics(query: Q) -> None:
     doc = query("-t", "Orders,Sms,Orders")
     assert [(r["topic"], r["group"]) for r in doc["results"]] == [("Orders", None), ("Sms", None)]
-    assert doc["results"][1] == query("-t", "Sms")
+    assert {"schema": doc["schema"], **doc["results"][1]} == query("-t", "Sms")
 
 
 def test_all_topics_leaves_out_system_topics_unless_named(query: Q) -> None:

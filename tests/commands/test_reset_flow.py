@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import Store
-from mqadmin.commands._plan import PlanRow, ResetResult
+from mqadmin.commands._plan import (
+    INTERRUPTED_UNKNOWN,
+    ApplyError,
+    Outcome,
+    PlanRow,
+    ResetResult,
+    outcome_applied,
+    outcome_unchanged,
+)
 from mqadmin.commands._reset import run_plan
 
 from mqadmin import errors
@@ -70,11 +78,12 @@ class Recorder:
             time.sleep(30)
         self.backup_on_disk_at_apply = result.backup is not None and Path(result.backup).is_file()
         if self.fail_apply:
-            result.errors.append({"broker": "b", "message": "refused", "code": None})
+            result.errors.append(ApplyError("b", "refused"))
 
     def verify(self, ctx: Context, result: ResetResult, changed: list[PlanRow]) -> None:
         self.steps.append("verify")
-        result.verified, result.planned = 0 if self.fail_apply else len(changed), len(changed)
+        for q in changed:
+            q.outcome = outcome_unchanged(q.old_offset) if self.fail_apply else outcome_applied(q.new_offset)
 
     def interrupt(self) -> None:
         self.steps.append("interrupt")
@@ -82,7 +91,7 @@ class Recorder:
     def settle(self, ctx: Context, result: ResetResult, changed: list[PlanRow], deadline: float) -> None:
         self.steps.append("settle")
         for q in changed:
-            q.outcome = "unknown (interrupted; not read back)"
+            q.outcome = INTERRUPTED_UNKNOWN
 
     def failure_line(self, result: ResetResult) -> str:
         return f"not applied; restore with: {result.undo}"
@@ -171,7 +180,9 @@ def test_ctrl_c_during_the_apply_reports_what_is_true_and_how_to_undo(tmp_path: 
     assert time.monotonic() - started < 5  # the hanging write is left behind
     assert source.steps[-3:] == ["apply", "interrupt", "settle"]
     assert result.interrupted and result.failure is not None and "restoreOffset --from" in result.failure
-    assert result.queues[0].outcome == "unknown (interrupted; not read back)"
+    outcome = result.queues[0].outcome
+    assert outcome is not None and outcome.code is Outcome.INTERRUPTED_UNKNOWN
+    assert result.queues[0].detail == "unknown (interrupted; not read back)"
 
 
 def test_ctrl_c_at_the_question_changes_nothing(tmp_path: Path) -> None:

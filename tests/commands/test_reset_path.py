@@ -16,6 +16,7 @@ from typing import Any
 
 import mqadmin.commands._reset as reset_module
 import pytest
+from mqadmin.commands._plan import Method
 
 from mqadmin.cli import main
 from mqadmin.mock.cluster import MockCluster
@@ -217,11 +218,11 @@ def test_the_offset_store_decides_the_path_and_the_durability_line() -> None:
         rp.broker_path(rocks, None) == "broker"
         and rp.broker_path(_info(useServerSideResetOffset="false"), None) == "push"
     )
-    line = rp.durability_line({"broker-a": file}, {"broker-a": "broker-side reset"})
+    line = rp.durability_line({"broker-a": file}, {"broker-a": Method.SERVER_SIDE})
     assert "consumerOffset.json every flushConsumerOffsetInterval (5000 ms)" in line and "crash" in line
-    line = rp.durability_line({"broker-a": rocks}, {"broker-a": "broker-side reset"})
+    line = rp.durability_line({"broker-a": rocks}, {"broker-a": Method.SERVER_SIDE})
     assert "RocksDB offset store (storeType=defaultRocksDB)" in line
-    line = rp.durability_line({"broker-a": v2}, {"broker-a": "direct offset update"})
+    line = rp.durability_line({"broker-a": v2}, {"broker-a": Method.DIRECT})
     assert "as it was applied" in line and "crash" not in line
-    line = rp.durability_line({"broker-a": v2}, {"broker-a": "broker-side reset"})
+    line = rp.durability_line({"broker-a": v2}, {"broker-a": Method.SERVER_SIDE})
     assert "in memory only" in line and "loses this change" in line

@@ -83,7 +83,7 @@ def printed(out: str, output: str) -> dict[tuple[str, int], tuple[str, int]]:
     """Per queue: (the outcome printed, the planned offset), from the JSON or the plain table."""
     if output == "json":
         doc: dict[str, Any] = json.loads(out)
-        return {(q["broker"], q["queue_id"]): (q["outcome"], q["new_offset"]) for q in doc["queues"]}
+        return {(q["broker"], q["queue_id"]): (q["detail"], q["new_offset"]) for q in doc["queues"]}
     found = {}
     for line in out.splitlines():
         m = re.match(r"(broker-[ab])\s+(\d)\s+\d+\s+\d+\s+\d+\s+(\d+)\s+(?:skips|re-delivers) \d+\s+(.+?)\s*$", line)

@@ -118,7 +118,7 @@ Printed = dict[tuple[str, int], tuple[str, int]]
 
 def printed_json(stdout: str) -> Printed:
     doc: dict[str, Any] = json.loads(stdout)
-    return {(q["broker"], q["queue_id"]): (q["outcome"], q["new_offset"]) for q in doc["queues"]}
+    return {(q["broker"], q["queue_id"]): (q["detail"], q["new_offset"]) for q in doc["queues"]}
 
 
 def printed_text(stdout: str) -> Printed:

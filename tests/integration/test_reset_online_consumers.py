@@ -84,7 +84,7 @@ def test_push_consumer_that_took_the_reset_and_moved_on_is_a_success(server4: Mo
     assert all("pushed to the online consumers" in m for m in doc["method"].values())
     assert doc["verified"] == doc["planned"] == 8
     # the consumer re-consumed to the end before we finished looking, and that is what we say
-    outcomes = {(q["broker"], q["outcome"]) for q in doc["queues"]}
+    outcomes = {(q["broker"], q["detail"]) for q in doc["queues"]}
     assert outcomes == {("broker-a", "applied (taken by the consumers, now at 10)"), ("broker-b", "applied")}
     assert all(q["new_offset"] == 0 for q in doc["queues"])
 
@@ -114,7 +114,7 @@ def test_pull_consumer_is_warned_about_and_caught_undoing_a_direct_write(server4
     assert "pull consumers online (10.0.0.9@lite)" in err and "waiting 2 s" in err
     assert code == 1
     undone = [q for q in back["queues"] if q["outcome"].startswith("undone")]
-    assert undone and all("committed by 10.0.0.9@lite" in q["outcome"] for q in undone)
+    assert undone and all("committed by 10.0.0.9@lite" in q["detail"] for q in undone)
     assert back["verified"] == 8 - len(undone)
 
 
