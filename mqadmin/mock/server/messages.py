@@ -14,7 +14,6 @@ from mqadmin.message import encode_message, format_properties, parse_properties
 from mqadmin.mock.model import PullOutcome
 from mqadmin.mock.server.role import DEFAULT_TOPIC_QUEUES, bad
 from mqadmin.mock.store import StoreWriteFailed
-from mqadmin.model import Message
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode
 from mqadmin.protocol.constants import (
@@ -76,35 +75,32 @@ def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
     topic = header.topic
     role.check_topic(topic)
     items = _send_items(req, header)
+    for _, _, props in items:
+        _stamp(role, props)
     with role.lock:
         qid = _pick_queue(role, conn, header)
-        stored = [
-            _put(
-                role,
-                Message(
-                    topic=topic,
-                    body=body,
-                    properties=props,
-                    flag=flag,
-                    queue_id=qid,
-                    sys_flag=header.sysFlag,
-                    born_timestamp=header.bornTimestamp,
-                    born_host=conn.peer,
-                    reconsume_times=header.reconsumeTimes,
-                ),
+        try:
+            first_offset, msg_ids = role.broker.put_batch(
+                topic,
+                qid,
+                items,
+                sys_flag=header.sysFlag,
+                born_timestamp=header.bornTimestamp,
+                born_host=conn.peer,
+                reconsume_times=header.reconsumeTimes,
             )
-            for flag, body, props in items
-        ]
-    role.server.count("messages_stored", len(stored))
+        except StoreWriteFailed as exc:
+            raise role.store_unavailable(exc) from None
+    role.server.count("messages_stored", len(msg_ids))
     role.server.long_polling.message_arrived(role.name, topic, qid)
     ext: dict[str, object] = {
-        "msgId": ",".join(m.msg_id for m in stored),
+        "msgId": ",".join(msg_ids),
         "queueId": qid,
-        "queueOffset": stored[0].queue_offset,
+        "queueOffset": first_offset,
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
-    uniq = stored[0].uniq_key if len(stored) == 1 else None
+    uniq = items[0][2].get("UNIQ_KEY") if len(items) == 1 else None
     if uniq and role.server.v5:  # 4.x leaves it out for plain messages
         ext["transactionId"] = uniq
     return role.reply(req, ext=ext)
@@ -155,19 +151,14 @@ def _pick_queue(role: BrokerRole, conn: Connection, header: SendMessageHeader) -
     return random.randrange(write_queues) if qid < 0 else qid
 
 
-def _put(role: BrokerRole, msg: Message) -> Message:
-    """Store one message with the properties the broker stamps on it. Under the lock."""
-    props = msg.properties
+def _stamp(role: BrokerRole, props: dict[str, str]) -> None:
+    """The properties the broker stamps on a message it stores."""
     props.setdefault(PROPERTY_CLUSTER, role.broker.cluster)
     if role.server.v5:
         for key, value in V5_STORED_PROPERTIES.items():
             props.setdefault(key, value)
     else:
         props.pop(PROPERTY_WAIT, None)  # 4.x does not store it
-    try:
-        return role.broker.put_message(msg)
-    except StoreWriteFailed as exc:
-        raise role.store_unavailable(exc) from None
 
 
 def _split_batch(data: bytes) -> list[_Item]:
