@@ -125,8 +125,18 @@ def producer(addr: str, thread_no: int, requests: int, batch: int, size: int, er
 barrier: threading.Barrier
 
 
-def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> float:
-    """msg/s of one producer run against a fresh store served from the source ``tree``."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> tuple[float, float]:
+    """msg/s of one producer run against a fresh store served from the source ``tree``, and
+    the server's CPU µs per message."""
     global barrier
     store = Path(tempfile.mkdtemp(prefix="mqadmin-ingest-")) / "store"
     proc = subprocess.Popen(
@@ -149,13 +159,14 @@ def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> 
         for w in workers:
             w.start()
         barrier.wait()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds(proc.pid)
         for w in workers:
             w.join()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, cpu_seconds(proc.pid) - cpu
         if errors:
             raise SystemExit(f"{tree}: {errors[0]}")
-        return per_thread * batch * threads / elapsed
+        sent = per_thread * batch * threads
+        return sent / elapsed, cpu / sent * 1e6
     finally:
         if proc.stdin:
             proc.stdin.close()
@@ -190,16 +201,20 @@ def main() -> None:
             ).stdout.strip()
         trees[f"baseline {rev[:10]}"] = baseline_tree(rev)
     rates: dict[str, list[float]] = {name: [] for name in trees}
+    cpus: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(args.repeat):
         for name, tree in trees.items():
-            rates[name].append(run_once(tree, args.messages, args.threads, args.batch, args.size))
+            rate, cpu = run_once(tree, args.messages, args.threads, args.batch, args.size)
+            rates[name].append(rate)
+            cpus[name].append(cpu)
     what = f"{args.threads} threads × {args.batch} × {args.size} B" if args.batch > 1 else "SEND_MESSAGE_V2"
     print(f"mock ingest, {args.messages} messages, {what}, medians of {args.repeat}")
     now = statistics.median(rates["now"])
     for name, values in rates.items():
         med = statistics.median(values)
         runs = ", ".join(f"{v:,.0f}" for v in values)
-        print(f"{name:<22} {med:>10,.0f} msg/s  ({runs})  {now / med:.2f}x")
+        cpu = statistics.median(cpus[name])
+        print(f"{name:<22} {med:>10,.0f} msg/s  ({runs})  {now / med:.2f}x  server CPU {cpu:.1f} µs/msg")
 
 
 if __name__ == "__main__":

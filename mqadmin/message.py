@@ -6,6 +6,7 @@ reader, so all three agree byte for byte (layout: docs/protocol.md "Message reco
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -60,8 +61,10 @@ def format_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}{PROPERTY_NAME_SEP}{v}{PROPERTY_PAIR_SEP}" for k, v in props.items())
 
 
+@functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (UTF-16 code units, int overflow): the consume-queue tags code."""
+    """Java's String.hashCode (UTF-16 code units, int overflow): the consume-queue tags code.
+    Cached: a store sees few distinct tags, each on many messages."""
     h = 0
     data = text.encode("utf-16-be")
     for i in range(0, len(data), 2):

@@ -16,18 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqadmin import errors, names
-from mqadmin.message import (
-    decode_message,
-    format_properties,
-    java_string_hash,
-    new_uniq_key,
-    offset_msg_id,
-    pack_host,
-    tags_code,
-)
+from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id, pack_host
 from mqadmin.mock import reset, stats
 from mqadmin.mock.search import search_offset
-from mqadmin.mock.store import BatchFields, BrokerStore, ConsumeQueue
+from mqadmin.mock.store import BatchFields, BatchItem, BrokerStore, ConsumeQueue
 from mqadmin.model import ConsumeStats, Message
 from mqadmin.protocol import versions
 from mqadmin.protocol.constants import DEFAULT_MAX_RECONSUME_TIMES, DLQ_PREFIX, RETRY_PREFIX
@@ -386,15 +378,16 @@ class MockBroker:
         self,
         topic: str,
         queue_id: int,
-        items: Sequence[tuple[int, bytes, dict[str, str]]],
+        items: Sequence[BatchItem],
         *,
         sys_flag: int = 0,
         born_timestamp: int = 0,
         born_host: str = "127.0.0.1:0",
         reconsume_times: int = 0,
     ) -> tuple[int, list[str]]:
-        """A producer's send of (flag, body, properties) messages into one queue, all or nothing,
-        as ``put_message`` stores one; the first queue offset and the offset msg ids."""
+        """A producer's send into one queue, all or nothing, as ``put_message`` stores one; the
+        items come encoded (properties with UNIQ_KEY already set). Returns the first queue offset
+        and the offset msg ids."""
         problem = names.topic_problem(topic)
         if problem:
             raise errors.InvalidParameter(problem, self.addr)
@@ -405,15 +398,10 @@ class MockBroker:
                 cfg = self.topics[topic]
             if not 0 <= queue_id < int(cfg["writeQueueNums"]):
                 raise errors.SystemError_(f"request queueId[{queue_id}] is illegal", self.addr)
-            encoded = []
-            for flag, body, props in items:
-                if "UNIQ_KEY" not in props:
-                    props["UNIQ_KEY"] = new_uniq_key()
-                encoded.append((flag, body, format_properties(props).encode(), tags_code(props)))
             stored = now_ms()
             store_host = self.store_host
             fields = BatchFields(sys_flag, born_timestamp or stored, born_host, stored, store_host, reconsume_times)
-            first, offsets = self.store.put_batch(topic, queue_id, encoded, fields)
+            first, offsets = self.store.put_batch(topic, queue_id, items, fields)
             self._dirty = True
             self._arrival.notify_all()
         host = pack_host(store_host)[0].hex().upper()  # offset_msg_id, the host packed once
