@@ -291,9 +291,10 @@ def _plain_command(args: list[str]) -> tuple[type[SubCommand], dict[str, Any]] |
     for arg in rest:
         value: str | None
         flag, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        opt = by_flag.get(flag)
-        if opt is None or (opt.dest in given and opt.kind != _STRINGS):
+        found = by_flag.get(flag)
+        if found is None or (found.dest in given and found.kind != _STRINGS):
             return None
+        opt = found
         given.add(opt.dest)
         if opt.kind is bool:
             if eq:
