@@ -6,13 +6,16 @@ The producer is the shape a Java batch producer has (4 threads, each sending SEN
 of 64 × 1 KiB messages and waiting for the reply before the next), written on raw sockets so it
 costs the client little CPU. Each run serves a fresh store in its own process; with
 ``--baseline REV`` (default: the merge base with ``main``) the same producer also runs against
-the mock server of that git revision, interleaved, and the ratio is printed. ``--batch 1`` sends
-one SEND_MESSAGE_V2 per message instead.
+the mock server of that git revision, interleaved, and the ratio is printed. ``--real 5.5.1``
+also runs it against a real broker of that version (Java 17+, from Maven Central like the
+suite's; its default flushDiskType=ASYNC_FLUSH), once per round, and prints the mock's rate as a
+share of the broker's. ``--batch 1`` sends one SEND_MESSAGE_V2 per message instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,19 +129,44 @@ def producer(addr: str, thread_no: int, requests: int, batch: int, size: int, er
 barrier: threading.Barrier
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of processes so far (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def produce(addr: str, pids: list[int], messages: int, threads: int, batch: int, size: int) -> tuple[float, float]:
+    """msg/s of one producer run against the broker at ``addr``, and the CPU µs per message of
+    the server's processes ``pids``."""
+    global barrier
+    per_thread = messages // threads // batch
+    errors: list[str] = []
+    barrier = threading.Barrier(threads + 1)
+    workers = [
+        threading.Thread(target=producer, args=(addr, t, per_thread, batch, size, errors)) for t in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    start, cpu = time.perf_counter(), cpu_seconds(pids)
+    for w in workers:
+        w.join()
+    elapsed, cpu = time.perf_counter() - start, cpu_seconds(pids) - cpu
+    if errors:
+        raise SystemExit(f"{addr}: {errors[0]}")
+    sent = per_thread * batch * threads
+    return sent / elapsed, cpu / sent * 1e6
 
 
 def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> tuple[float, float]:
     """msg/s of one producer run against a fresh store served from the source ``tree``, and
     the server's CPU µs per message."""
-    global barrier
     store = Path(tempfile.mkdtemp(prefix="mqadmin-ingest-")) / "store"
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVER, str(store), TOPIC, str(QUEUES)],
@@ -149,29 +178,48 @@ def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> 
     )
     try:
         assert proc.stdout is not None
-        addr = json.loads(proc.stdout.readline())
-        per_thread = messages // threads // batch
-        errors: list[str] = []
-        barrier = threading.Barrier(threads + 1)
-        workers = [
-            threading.Thread(target=producer, args=(addr, t, per_thread, batch, size, errors)) for t in range(threads)
-        ]
-        for w in workers:
-            w.start()
-        barrier.wait()
-        start, cpu = time.perf_counter(), cpu_seconds(proc.pid)
-        for w in workers:
-            w.join()
-        elapsed, cpu = time.perf_counter() - start, cpu_seconds(proc.pid) - cpu
-        if errors:
-            raise SystemExit(f"{tree}: {errors[0]}")
-        sent = per_thread * batch * threads
-        return sent / elapsed, cpu / sent * 1e6
+        return produce(json.loads(proc.stdout.readline()), [proc.pid], messages, threads, batch, size)
     finally:
         if proc.stdin:
             proc.stdin.close()
         proc.wait(timeout=60)
         subprocess.run(["rm", "-rf", str(store.parent)], check=False)
+
+
+@contextlib.contextmanager
+def real_broker(version: str) -> Iterator[tuple[str, list[int]]]:
+    """A one-broker real cluster with the topic: (broker address, its JVMs' pids)."""
+    from tests.support import realbroker as rb
+
+    with tempfile.TemporaryDirectory(prefix="mqadmin-ingest-real-") as tmp, rb.RealCluster(version, tmp) as cluster:
+        addr = cluster.broker_addrs[0]
+        ext = {
+            "topic": TOPIC,
+            "defaultTopic": "TBW102",
+            "readQueueNums": QUEUES,
+            "writeQueueNums": QUEUES,
+            "perm": 6,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": False,
+        }
+        head, _ = rb.remoting_call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {k: str(v) for k, v in ext.items()})
+        if head.get("code") != 0:
+            raise SystemExit(f"cannot create {TOPIC} on the real broker: {head}")
+        yield addr, java_children()
+
+
+def java_children() -> list[int]:
+    """This process's child JVMs: the name server and broker a RealCluster started."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().split(") ", 1)
+        except (OSError, ValueError):
+            continue
+        if name.endswith("(java") and int(rest.split()[1]) == os.getpid():
+            pids.append(int(stat.parent.name))
+    return pids
 
 
 def baseline_tree(rev: str) -> Path:
@@ -191,6 +239,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", default=None, help="git revision to compare with (default: merge base with main)")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--real", metavar="VERSION", help="also a real broker of this version, e.g. 5.5.1")
     args = parser.parse_args()
     trees = {"now": REPO}
     if not args.no_baseline:
@@ -202,11 +251,19 @@ def main() -> None:
         trees[f"baseline {rev[:10]}"] = baseline_tree(rev)
     rates: dict[str, list[float]] = {name: [] for name in trees}
     cpus: dict[str, list[float]] = {name: [] for name in trees}
-    for _ in range(args.repeat):
-        for name, tree in trees.items():
-            rate, cpu = run_once(tree, args.messages, args.threads, args.batch, args.size)
-            rates[name].append(rate)
-            cpus[name].append(cpu)
+    with contextlib.ExitStack() as stack:
+        real = stack.enter_context(real_broker(args.real)) if args.real else None
+        if real is not None:
+            rates[f"real {args.real}"], cpus[f"real {args.real}"] = [], []
+        for _ in range(args.repeat):
+            for name, tree in trees.items():
+                rate, cpu = run_once(tree, args.messages, args.threads, args.batch, args.size)
+                rates[name].append(rate)
+                cpus[name].append(cpu)
+            if real is not None:
+                rate, cpu = produce(real[0], real[1], args.messages, args.threads, args.batch, args.size)
+                rates[f"real {args.real}"].append(rate)
+                cpus[f"real {args.real}"].append(cpu)
     what = f"{args.threads} threads × {args.batch} × {args.size} B" if args.batch > 1 else "SEND_MESSAGE_V2"
     print(f"mock ingest, {args.messages} messages, {what}, medians of {args.repeat}")
     now = statistics.median(rates["now"])
@@ -214,7 +271,7 @@ def main() -> None:
         med = statistics.median(values)
         runs = ", ".join(f"{v:,.0f}" for v in values)
         cpu = statistics.median(cpus[name])
-        print(f"{name:<22} {med:>10,.0f} msg/s  ({runs})  {now / med:.2f}x  server CPU {cpu:.1f} µs/msg")
+        print(f"{name:<22} {med:>10,.0f} msg/s  ({runs})  now/this {now / med:.2f}  server CPU {cpu:.1f} µs/msg")
 
 
 if __name__ == "__main__":
