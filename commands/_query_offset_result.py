@@ -171,7 +171,7 @@ def _time_line(ts: int, time_field: TimeField, tz: tzinfo | None) -> str:
 
 
 def time_field_of(text: str) -> TimeField:
-    """The planner (and its worker) load only when a command needs them, not for --help."""
-    from mqadmin.replay.search import TimeField
+    """The planner (and its worker) load only when a search scans, not for --help or -t alone."""
+    from mqadmin.replay import TimeField
 
     return TimeField.parse(text)

@@ -1,21 +1,16 @@
-"""The command line: a typer group built from the registry, and the one place that turns
-exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 4 cancelled, 130 interrupted)."""
+"""The command line: the options of each command (from the registry), and the one place that
+turns exceptions into exit codes (0 done, 1 failure, 2 usage, 3 check failed, 4 cancelled, 130
+interrupted). A plain command line is parsed here; any other goes to click (``cli_click``)."""
 
 from __future__ import annotations
 
 import errno
-import inspect
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-import typer
-import typer.core
-import typer.main
-
-from mqadmin import __version__
-from mqadmin.command_table import HELP, PROG, VERSION_HELP
+from mqadmin.command_table import PROG
 from mqadmin.errors import Cancelled, CheckFailed, Interrupted, MqadminError, QuietExit, UsageError
 from mqadmin.exit_codes import ExitCode
 from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, Result, render, write_result
@@ -60,57 +55,12 @@ _COMMON = {o.dest for o in COMMON_OPTIONS}
 RUN_OPTIONS = ("watch", "output_file", "reason")
 
 
-def _typer_param(opt: Opt) -> inspect.Parameter:
-    annotation: Any
-    if not opt.flags:  # a positional argument: named by its metavar
-        annotation = opt.kind if (opt.required or opt.default is not None) else (opt.kind | None)
-        default = typer.Argument(
-            ... if opt.required else opt.default, help=opt.help, metavar=opt.metavar, show_default=False
-        )
-    elif opt.kind is bool:
-        annotation = bool
-        default = typer.Option(bool(opt.default), *opt.flags, help=opt.help)
-    else:
-        annotation = opt.kind if (opt.required or opt.default is not None) else (opt.kind | None)
-        help_text = opt.help
-        if opt.choices:
-            help_text += f" [{'|'.join(opt.choices)}]"
-        default = typer.Option(
-            ... if opt.required else opt.default,
-            *opt.flags,
-            help=help_text,
-            metavar=opt.metavar,
-            show_default=opt.default is not None and not opt.required,
-        )
-    return inspect.Parameter(opt.dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-
 class StdoutGone(Exception):
     """The reader of stdout went away (``mqadmin ... | head -1``)."""
 
 
 def options_of(cls: type[SubCommand]) -> tuple[Opt, ...]:
     return cls.options + (COMMON_OPTIONS if cls.uses_broker else ())
-
-
-def build_command(cls: type[SubCommand], env: Env) -> typer.core.TyperCommand:
-    """A typer command whose callback runs ``cls`` and renders its result."""
-
-    def callback(**params: Any) -> None:
-        try:
-            run(cls, params, env)
-        except BrokenPipeError:  # click would turn it into exit 1; _main ends quietly instead
-            raise StdoutGone() from None
-
-    opts = options_of(cls)
-    params = [_typer_param(o) for o in opts]
-    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    callback.__annotations__ = {p.name: p.annotation for p in params}
-    app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
-    app.command(cls.name, help=cls.description(), context_settings={"help_option_names": ["-h", "--help"]})(callback)
-    command = typer.main.get_command(app)
-    assert isinstance(command, typer.core.TyperCommand)
-    return command
 
 
 def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
@@ -218,83 +168,12 @@ def _check_names(opt: Opt, value: str) -> None:
             raise UsageError(f"{opt.flags[0]} {part!r}: {problem}")
 
 
-class MqadminGroup(typer.core.TyperGroup):
-    """Lists commands from the registry and builds only the one that runs."""
-
-    env: Env = Env()
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return [c.name for c in commands()]
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        return build_command(lookup(cmd_name), self.env)
-
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        cls = _resolve(args[0], self.env)
-        return cls.name, build_command(cls, self.env), args[1:]
-
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
-        rows = [(c.name, f"{c.summary()} (alias: {c.kebab()})") for c in commands()]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-def _resolve(name: str, env: Env) -> type[SubCommand]:
-    """The command named; on a terminal, a name that means one command (``reset``) asks whether
-    to run that one (as git's autocorrect asks); anything but yes is the usage error."""
-    from mqadmin.registry import UnknownCommand
-
-    try:
-        return lookup(name)
-    except UnknownCommand as exc:
-        if len(exc.suggested) != 1 or not (env.stdin_tty and env.stderr_tty):
-            raise
-        env.stderr.write(f"{PROG}: unknown command {name!r}: run {exc.suggested[0]} instead? [y/N] ")
-        env.stderr.flush()
-        assert env.stdin is not None
-        if env.stdin.readline().strip().lower() not in ("y", "yes"):
-            raise
-        return lookup(exc.suggested[0])
-
-
 #: ``mqadmin help help``
 HELP_USAGE = (
     f"Usage: {PROG} help [COMMAND]\n\n"
     f"  The help of COMMAND (the same as '{PROG} COMMAND --help'); without COMMAND, the list of\n"
     "  commands. As the Java mqadmin's help command.\n"
 )
-
-
-def build_group(env: Env) -> MqadminGroup:
-    def version_callback(value: bool) -> None:
-        if value:
-            env.stdout.write(f"{PROG} {__version__}\n")
-            raise typer.Exit(0)
-
-    group = MqadminGroup(
-        name=PROG,
-        help=HELP,
-        rich_markup_mode=None,
-        no_args_is_help=True,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    group.env = env
-    group.params.append(_version_option(version_callback))
-    return group
-
-
-def _version_option(cb: Any) -> Any:
-    """--version as a plain eager flag on the group (built through typer's public API)."""
-    app = typer.Typer(add_completion=False, rich_markup_mode=None)
-
-    @app.callback(invoke_without_command=True)
-    def _root(
-        version: bool = typer.Option(False, "--version", help=VERSION_HELP, is_eager=True, callback=cb),
-    ) -> None:
-        pass
-
-    root = typer.main.get_command(app)
-    return next(p for p in root.params if p.name == "version")
 
 
 def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
@@ -320,9 +199,14 @@ def _main(args: list[str], env: Env) -> int:
             return ExitCode.OK
         args = [*args[1:2], "--help"]
     env.argv = args
-    group = build_group(env)
     try:
-        code = group.main(args, prog_name=PROG, standalone_mode=False)
+        plain = _plain_command(args)
+        if plain is not None:  # no click: the run that follows is the one it would make
+            run(*plain, env)
+            return ExitCode.OK
+        from mqadmin.cli_click import build_group
+
+        code = build_group(env).main(args, prog_name=PROG, standalone_mode=False)
         if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C inside a command into this
             env.error("interrupted")
             return ExitCode.INTERRUPTED
@@ -337,15 +221,9 @@ def _main(args: list[str], env: Env) -> int:
             raise
         env.error(str(exc))
         return exc.exit_code
-    except typer.Exit as exc:
-        return int(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         env.error("interrupted")
         return ExitCode.INTERRUPTED
-    except typer.TyperException as exc:  # click usage errors: bad or missing options
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        env.error(message.strip().splitlines()[0] if message.strip() else "usage error")
-        return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except (BrokenPipeError, StdoutGone):  # as `seq 1000000 | head -1`: no message, 128 + SIGPIPE
         _silence_stdout()
         return ExitCode.BROKEN_PIPE
@@ -355,10 +233,88 @@ def _main(args: list[str], env: Env) -> int:
         env.error(_os_error_line(exc))
         return ExitCode.FAILURE
     except Exception as exc:
+        code = _click_outcome(exc, env)
+        if code is not None:
+            return code
         if show_tb:
             raise
         env.error(f"unexpected {type(exc).__name__}: {exc} (run with --traceback for details)")
         return ExitCode.FAILURE
+
+
+def _click_outcome(exc: Exception, env: Env) -> int | None:
+    """The exit code of click's own ends (an exit, an abort, a usage error), if ``exc`` is one."""
+    typer = sys.modules.get("typer")  # only a command line click parsed can raise them
+    if typer is None:
+        return None
+    if isinstance(exc, typer.Exit):
+        return int(exc.exit_code)
+    if isinstance(exc, typer.Abort):
+        env.error("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    if isinstance(exc, typer.TyperException):  # click usage errors: bad or missing options
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        env.error(message.strip().splitlines()[0] if message.strip() else "usage error")
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    return None
+
+
+#: the kind of a repeatable option
+_STRINGS = list[str]
+
+
+def _plain_command(args: list[str]) -> tuple[type[SubCommand], dict[str, Any]] | None:
+    """The command and its parameters when the line is a plain one: a command's exact name,
+    then each of its options at most once, as ``FLAG VALUE``, ``--long=VALUE`` or a bare flag,
+    with a value of its type. Exactly what click would pass, parsed without importing it (typer,
+    click and pydantic were most of a simple query's start-up). None for anything else (help,
+    an unknown or repeated option, a positional, a missing or odd value): click parses those,
+    and explains them."""
+    from mqadmin.registry import UnknownCommand
+
+    if not args or args[0].startswith("-"):
+        return None
+    try:
+        cls = lookup(args[0])
+    except UnknownCommand:
+        return None
+    opts = options_of(cls)
+    by_flag: dict[str, Opt] = {}
+    for opt in opts:
+        simple = opt.kind in (str, int, float, _STRINGS) or (opt.kind is bool and not opt.default)
+        if not opt.flags or not simple or not (opt.default is None or type(opt.default) is opt.kind):
+            return None
+        by_flag.update(dict.fromkeys(opt.flags, opt))
+    params: dict[str, Any] = {o.dest: bool(o.default) if o.kind is bool else o.default for o in opts}
+    given: set[str] = set()
+    rest = iter(args[1:])
+    for arg in rest:
+        value: str | None
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        found = by_flag.get(flag)
+        if found is None or (found.dest in given and found.kind != _STRINGS):
+            return None
+        opt = found
+        given.add(opt.dest)
+        if opt.kind is bool:
+            if eq:
+                return None
+            params[opt.dest] = True
+            continue
+        if not eq:
+            value = next(rest, None)  # whatever follows, "-30m" too, as click takes it
+            if value is None:
+                return None
+        if opt.kind == _STRINGS:  # repeatable
+            params[opt.dest] = [*(params[opt.dest] or ()), value]
+            continue
+        try:
+            params[opt.dest] = opt.kind(value)
+        except ValueError:
+            return None
+    if any(o.required and o.dest not in given for o in opts):
+        return None
+    return cls, params
 
 
 def _usable(stream: object) -> bool:

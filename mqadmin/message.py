@@ -6,6 +6,7 @@ reader, so all three agree byte for byte (layout: docs/protocol.md "Message reco
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -60,8 +61,10 @@ def format_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}{PROPERTY_NAME_SEP}{v}{PROPERTY_PAIR_SEP}" for k, v in props.items())
 
 
+@functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (UTF-16 code units, int overflow): the consume-queue tags code."""
+    """Java's String.hashCode (UTF-16 code units, int overflow): the consume-queue tags code.
+    Cached: a store sees few distinct tags, each on many messages."""
     h = 0
     data = text.encode("utf-16-be")
     for i in range(0, len(data), 2):
@@ -74,7 +77,8 @@ def tags_code(props: dict[str, str]) -> int:
     return java_string_hash(tags) if tags else 0
 
 
-def _pack_host(host: str) -> tuple[bytes, bool]:
+def pack_host(host: str) -> tuple[bytes, bool]:
+    """``host:port`` as a record stores it (IP bytes + port), and whether it is IPv6."""
     addr, _, port = host.rpartition(":")
     addr = addr.strip("[]")
     ip = ipaddress.ip_address(addr or "127.0.0.1")
@@ -91,7 +95,7 @@ def _unpack_host(buf: bytes, pos: int, v6: bool) -> tuple[str, int]:
 
 def offset_msg_id(store_host: str, commitlog_offset: int) -> str:
     """The broker's msgId: store host IP + port + physical offset, upper-case hex."""
-    packed, _ = _pack_host(store_host)
+    packed, _ = pack_host(store_host)
     return (packed + _LONG.pack(commitlog_offset)).hex().upper()
 
 
@@ -134,45 +138,78 @@ def new_uniq_key(now_ms: int | None = None) -> str:
 
 def encode_message(msg: Message) -> bytes:
     """One commit-log record. Uses v1 magic unless the topic needs v2 (> 127 bytes)."""
-    topic = msg.topic.encode()
-    props = format_properties(msg.properties).encode()
-    born, born_v6 = _pack_host(msg.born_host)
-    store, store_v6 = _pack_host(msg.store_host)
+    born, born_v6 = pack_host(msg.born_host)
+    store, store_v6 = pack_host(msg.store_host)
     sys_flag = msg.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
     sys_flag |= (SYSFLAG_BORNHOST_V6 if born_v6 else 0) | (SYSFLAG_STOREHOST_V6 if store_v6 else 0)
+    return encode_record(
+        msg.topic.encode(),
+        format_properties(msg.properties).encode(),
+        msg.body,
+        msg.queue_id,
+        msg.flag,
+        msg.queue_offset,
+        msg.commitlog_offset,
+        sys_flag,
+        msg.born_timestamp,
+        born,
+        msg.store_timestamp,
+        store,
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+    )
+
+
+def encode_record(
+    topic: bytes,
+    props: bytes,
+    body: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    commitlog_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born: bytes,
+    store_timestamp: int,
+    store: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int = 0,
+) -> bytes:
+    """One commit-log record from encoded parts (hosts packed, ``sys_flag`` saying which are
+    IPv6): what a batch append calls per message, without a ``Message``."""
     v2 = len(topic) > 127
     if len(props) > 32767:
         raise ValueError("message properties exceed 32767 bytes")
-    body = msg.body
-    crc = zlib.crc32(body) & 0x7FFFFFFF
     size = (
         _HEAD.size + len(born) + 8 + len(store) + 4 + 8 + 4 + len(body) + (2 if v2 else 1) + len(topic) + 2 + len(props)
     )
-    parts = [
-        _HEAD.pack(
-            size,
-            MAGIC_V2 if v2 else MAGIC_V1,
-            crc,
-            msg.queue_id,
-            msg.flag,
-            msg.queue_offset,
-            msg.commitlog_offset,
-            sys_flag,
-            msg.born_timestamp,
-        ),
-        born,
-        _LONG.pack(msg.store_timestamp),
-        store,
-        _INT.pack(msg.reconsume_times),
-        _LONG.pack(msg.prepared_transaction_offset),
-        _INT.pack(len(body)),
-        body,
-        _SHORT.pack(len(topic)) if v2 else bytes([len(topic)]),
-        topic,
-        _SHORT.pack(len(props)),
-        props,
-    ]
-    return b"".join(parts)
+    return b"".join(
+        (
+            _HEAD.pack(
+                size,
+                MAGIC_V2 if v2 else MAGIC_V1,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                flag,
+                queue_offset,
+                commitlog_offset,
+                sys_flag,
+                born_timestamp,
+            ),
+            born,
+            _LONG.pack(store_timestamp),
+            store,
+            _INT.pack(reconsume_times),
+            _LONG.pack(prepared_transaction_offset),
+            _INT.pack(len(body)),
+            body,
+            _SHORT.pack(len(topic)) if v2 else bytes((len(topic),)),
+            topic,
+            _SHORT.pack(len(props)),
+            props,
+        )
+    )
 
 
 def decode_message(buf: bytes | memoryview, pos: int = 0, *, decompress: bool = True) -> tuple[Message, int]:

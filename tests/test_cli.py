@@ -345,3 +345,46 @@ def test_a_mock_name_that_is_no_store_leaves_nothing_behind(cli: Callable[..., C
     assert "no mock store at mock://dmeo" in one_error_line(r) and "did you mean mock://demo?" in r.stderr
     assert not (mqadmin_home / "mock" / "dmeo").exists()
     assert cli("queryOffset", "-n", "mock://demo", "-t", "TopicTest").code == 0
+
+
+PLAIN_LINES = [
+    ["queryOffset", "-n", "mock://x", "-t", "T"],
+    ["queryoffset", "--namesrv=mock://x", "--topic", "A,B", "-g", "g", "--json", "--timeout", "2.5", "-s", "-30m"],
+    ["query-offset", "-n", "x", "-t", "T", "--slice-size", "100", "--spark-conf", "a=b", "--spark-conf", "c=d"],
+    ["consumerProgress", "-n", "x", "-g", "g", "--output", "csv", "--no-color"],
+    ["resetOffsetByTime", "-n", "x", "-g", "g", "-t", "T", "-s", "now", "--dry-run"],
+]
+NOT_PLAIN_LINES = [
+    ["queryOffset", "-h"],
+    ["queryOffset", "-n"],
+    ["queryOffset", "-t", "T", "-t", "U"],
+    ["queryOffset", "-t", "T", "--slice-size", "many"],
+    ["queryOffset", "-t", "T", "--bogus"],
+    ["queryOffset", "-nfoo", "-t", "T"],
+    ["queryOffset", "-t", "T", "--json=1"],
+    ["queryOffsett", "-t", "T"],
+    ["--traceback", "queryOffset", "-t", "T"],
+    ["cloneGroupOffset", "-n", "x"],  # its required options missing
+]
+
+
+@pytest.mark.parametrize("args", PLAIN_LINES, ids=lambda a: " ".join(a))
+def test_a_plain_line_parses_to_what_click_passes(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parse that skips click must hand ``run`` exactly what click would."""
+    import mqadmin.cli_click as cli_click
+    from mqadmin.cli import _plain_command
+    from mqadmin.output import Env
+
+    plain = _plain_command(args)
+    assert plain is not None
+    seen: list[tuple[object, dict[str, object]]] = []
+    monkeypatch.setattr(cli_click, "run", lambda cls, params, env: seen.append((cls, params)))
+    cli_click.build_group(Env()).main(args, prog_name="mqadmin", standalone_mode=False)
+    assert seen == [plain]
+
+
+@pytest.mark.parametrize("args", NOT_PLAIN_LINES, ids=lambda a: " ".join(a))
+def test_any_other_line_is_left_to_click(args: list[str]) -> None:
+    from mqadmin.cli import _plain_command
+
+    assert _plain_command(args) is None

@@ -65,6 +65,25 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     assert commands == {"mqadmin.commands.query_offset"}
 
 
+#: what a plain embedded query must not load: click (typer, pydantic) parse only other lines;
+#: the replay planner only a search that scans; the thread pool (with logging) only a fan-out
+NOT_FOR_A_PLAIN_QUERY = (
+    "typer",
+    "click",
+    "pydantic",
+    "mqadmin.cli_click",
+    "concurrent.futures",
+    "mqadmin.replay.search",
+    "mqadmin.replay.planner",
+    "mqadmin.replay.worker",
+)
+
+
+def test_a_plain_embedded_query_imports_neither_click_nor_the_planner(tmp_path: Path) -> None:
+    loaded = modules_after_entry(["queryOffset", "-n", store(tmp_path), "-t", "T", "-g", "G", "--json"])
+    assert not {m for m in loaded if any(m == h or m.startswith(h + ".") for h in NOT_FOR_A_PLAIN_QUERY)}
+
+
 def test_help_to_a_closed_or_broken_stdout_is_one_line_not_a_traceback() -> None:
     import os
 

@@ -177,8 +177,11 @@ class CommitLog:
 
     def _write_at(self, pos: int, data: bytes) -> None:
         start = pos - pos % self.file_size
-        path = self.folder / file_name(start)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        if self._files and self._files[-1][0] == start:
+            path = self._files[-1][1]
+        else:
+            path = self.folder / file_name(start)
+            self.folder.mkdir(parents=True, exist_ok=True)
         append_file(path, pos - start, data, "commit log")
         if not self._files or self._files[-1][0] != start:
             self._files.append((start, path))

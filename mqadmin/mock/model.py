@@ -11,15 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mqadmin import errors, names
-from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id
+from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id, pack_host
 from mqadmin.mock import reset, stats
 from mqadmin.mock.search import search_offset
-from mqadmin.mock.store import BrokerStore, ConsumeQueue
+from mqadmin.mock.store import BatchFields, BatchItem, BrokerStore, ConsumeQueue
 from mqadmin.model import ConsumeStats, Message
 from mqadmin.protocol import versions
 from mqadmin.protocol.constants import DEFAULT_MAX_RECONSUME_TIMES, DLQ_PREFIX, RETRY_PREFIX
@@ -375,6 +375,39 @@ class MockBroker:
             self._dirty = True
             self._arrival.notify_all()
             return msg
+
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        items: Sequence[BatchItem],
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        reconsume_times: int = 0,
+    ) -> tuple[int, list[str]]:
+        """A producer's send into one queue, all or nothing, as ``put_message`` stores one; the
+        items come encoded (properties with UNIQ_KEY already set). Returns the first queue offset
+        and the offset msg ids."""
+        problem = names.topic_problem(topic)
+        if problem:
+            raise errors.InvalidParameter(problem, self.addr)
+        with self._arrival:
+            cfg = self.topics.get(topic)
+            if cfg is None:
+                self.create_topic(topic, 4)
+                cfg = self.topics[topic]
+            if not 0 <= queue_id < int(cfg["writeQueueNums"]):
+                raise errors.SystemError_(f"request queueId[{queue_id}] is illegal", self.addr)
+            stored = now_ms()
+            store_host = self.store_host
+            fields = BatchFields(sys_flag, born_timestamp or stored, born_host, stored, store_host, reconsume_times)
+            first, offsets = self.store.put_batch(topic, queue_id, items, fields)
+            self._dirty = True
+            self._arrival.notify_all()
+        host = pack_host(store_host)[0].hex().upper()  # offset_msg_id, the host packed once
+        return first, [f"{host}{offset:016X}" for offset in offsets]
 
     @property
     def store_host(self) -> str:

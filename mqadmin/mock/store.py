@@ -17,14 +17,23 @@ from __future__ import annotations
 import bisect
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mqadmin import fastjson, names
 from mqadmin.errors import StoreError
-from mqadmin.message import MAGIC_V1, MAGIC_V2, encode_message, tags_code
+from mqadmin.message import (
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
+    encode_message,
+    encode_record,
+    pack_host,
+    tags_code,
+)
 from mqadmin.mock.commitlog import (
     BLANK_HEAD,
     DEFAULT_COMMITLOG_FILE_SIZE,
@@ -40,11 +49,15 @@ from mqadmin.safety import atomic_write
 CQ_UNIT = 20
 _CQ_ENTRY = struct.Struct(">qiq")
 DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT  # RocketMQ's default mappedFileSizeConsumeQueue
+#: a record's bytes besides body, properties and topic, at most (IPv6 hosts, a v2 topic length)
+_RECORD_MAX_FIXED = 48 + 20 + 8 + 20 + 4 + 8 + 4 + 2 + 2
 
 __all__ = [
     "CQ_UNIT",
     "DEFAULT_COMMITLOG_FILE_SIZE",
     "DEFAULT_CQ_FILE_SIZE",
+    "BatchFields",
+    "BatchItem",
     "BrokerStore",
     "ConsumeQueue",
     "CqEntry",
@@ -56,6 +69,22 @@ def _used_length(data: bytes) -> int:
     """Bytes holding entries in a consume-queue file that may be preallocated with zeros."""
     used = len(data.rstrip(b"\0"))
     return -(-used // CQ_UNIT) * CQ_UNIT
+
+
+#: one message of a batch: flag, body, encoded properties, tags code
+BatchItem = tuple[int, bytes, bytes, int]
+
+
+@dataclass(frozen=True)
+class BatchFields:
+    """What the messages of one send share."""
+
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,21 +211,29 @@ class ConsumeQueue:
         return out
 
     def append(self, entry: CqEntry) -> int:
+        return self.append_packed(_CQ_ENTRY.pack(entry.commitlog_offset, entry.size, entry.tags_code))
+
+    def append_packed(self, packed: bytes) -> int:
+        """Append whole 20-byte entries in one write (a batch's, all in one file when they fit);
+        returns the offset of the first."""
         offset = self.max_offset
         pos = offset * CQ_UNIT
-        start = pos - pos % self.file_size
-        path = self.folder / file_name(start)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        packed = _CQ_ENTRY.pack(entry.commitlog_offset, entry.size, entry.tags_code)
-        append_file(path, pos - start, packed, "consume queue")
-        if not self._files or self._files[-1][0] != start:
-            self._files.append((start, path))
-            self._data[start] = b""
-            if len(self._files) == 1:
-                self._first = start // CQ_UNIT
-        self._data[start] = self._data.get(start, b"") + packed
-        self._count += 1
-        self._stamp = (len(self._files), len(self._data[start]))
+        while packed:
+            start = pos - pos % self.file_size
+            part, packed = packed[: start + self.file_size - pos], packed[start + self.file_size - pos :]
+            if not self._files or self._files[-1][0] != start:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            path = self.folder / file_name(start)
+            append_file(path, pos - start, part, "consume queue")
+            if not self._files or self._files[-1][0] != start:
+                self._files.append((start, path))
+                self._data[start] = b""
+                if len(self._files) == 1:
+                    self._first = start // CQ_UNIT
+            self._data[start] = self._data.get(start, b"") + part
+            self._count += len(part) // CQ_UNIT
+            self._stamp = (len(self._files), len(self._data[start]))
+            pos += len(part)
         return offset
 
 
@@ -289,6 +326,66 @@ class BrokerStore:
                 self.commitlog.truncate(pos)  # never a record no queue points at, nor a torn one
                 raise
             return msg
+
+    def put_batch(
+        self, topic: str, queue_id: int, items: Sequence[BatchItem], fields: BatchFields
+    ) -> tuple[int, list[int]]:
+        """Store a producer's batch in one queue, all or nothing: the records are encoded into
+        one buffer and appended with one commit-log write and one consume-queue write (the
+        broker's putMessages; a batch never spans two commit-log files). No ``Message`` per
+        record. Returns the first queue offset and each record's commit-log offset."""
+        self._check_writable()
+        most = sum(len(body) + len(props) for _, body, props, _ in items) + len(items) * (
+            _RECORD_MAX_FIXED + len(topic)
+        )
+        if len(items) > 1 and most + BLANK_HEAD.size > self.commitlog.file_size:
+            # larger than a commit-log file (only tiny test files): half by half
+            half = len(items) // 2
+            first, offsets = self.put_batch(topic, queue_id, items[:half], fields)
+            return first, offsets + self.put_batch(topic, queue_id, items[half:], fields)[1]
+        with self._lock:
+            cq = self.queue(topic, queue_id)
+            first_qoff = cq.max_offset
+            born, born_v6 = pack_host(fields.born_host)
+            store, store_v6 = pack_host(fields.store_host)
+            sys_flag = fields.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+            sys_flag |= (SYSFLAG_BORNHOST_V6 if born_v6 else 0) | (SYSFLAG_STOREHOST_V6 if store_v6 else 0)
+            topic_bytes = topic.encode()
+            entries = bytearray()
+            positions: list[int] = []
+
+            def records_at(pos: int) -> bytes:
+                del entries[:], positions[:]
+                records = []
+                for i, (flag, body, props, tags) in enumerate(items):
+                    record = encode_record(
+                        topic_bytes,
+                        props,
+                        body,
+                        queue_id,
+                        flag,
+                        first_qoff + i,
+                        pos,
+                        sys_flag,
+                        fields.born_timestamp,
+                        born,
+                        fields.store_timestamp,
+                        store,
+                        fields.reconsume_times,
+                    )
+                    entries.extend(_CQ_ENTRY.pack(pos, len(record), tags))
+                    records.append(record)
+                    positions.append(pos)
+                    pos += len(record)
+                return b"".join(records)
+
+            pos, _ = self.commitlog.append(records_at)
+            try:
+                cq.append_packed(bytes(entries))
+            except StoreWriteFailed:
+                self.commitlog.truncate(pos)  # never a record no queue points at, nor a torn one
+                raise
+            return first_qoff, positions
 
     def read_record(self, entry: CqEntry) -> bytes:
         return self.commitlog.read(entry.commitlog_offset, entry.size)

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.errors import UsageError
-from mqadmin.model import Message, MessageQueue
-from mqadmin.replay import BORN_TIME, PROPERTY_PREFIX, STORE_TIME, TIME_FIELDS_HELP
+from mqadmin.model import MessageQueue
+from mqadmin.replay import TimeField as TimeField  # its home is light: parsing -s needs no planner
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.worker import MessageFilter, SliceScan
 
@@ -23,50 +23,6 @@ if TYPE_CHECKING:
 
 #: a store-time window that keeps every message: scans filter by their own field, not store time
 _ANY_STORE_TIME = (0, 2**63 - 1)
-
-
-@dataclass(frozen=True)
-class TimeField:
-    """What a time→offset search compares with the time: the store time, which the broker's index
-    answers, or the born time or an epoch-ms user property, which only a scan can answer."""
-
-    kind: str
-    name: str = ""
-
-    @staticmethod
-    def parse(text: str) -> TimeField:
-        text = text.strip()
-        if text in (STORE_TIME, BORN_TIME):
-            return TimeField(text)
-        if text.startswith(PROPERTY_PREFIX):
-            name = text[len(PROPERTY_PREFIX) :].strip()
-            if name:
-                return TimeField("property", name)
-            raise UsageError("--time-field property:NAME needs the property's name, e.g. property:ORDER_TIME")
-        raise UsageError(f"--time-field must be {TIME_FIELDS_HELP}, not {text!r}")
-
-    def __str__(self) -> str:
-        return PROPERTY_PREFIX + self.name if self.kind == "property" else self.kind
-
-    @property
-    def scans(self) -> bool:
-        """Whether the search reads messages (the broker can search store time only)."""
-        return self.kind != STORE_TIME
-
-    @property
-    def label(self) -> str:
-        return {STORE_TIME: "Store Time", BORN_TIME: "Born Time"}.get(self.kind, f"Property {self.name}")
-
-    def of(self, msg: Message) -> int | None:
-        """The field's epoch ms in ``msg``; None for a property that is absent or not an integer."""
-        if self.kind == STORE_TIME:
-            return msg.store_timestamp
-        if self.kind == BORN_TIME:
-            return msg.born_timestamp
-        try:
-            return int(msg.properties[self.name].strip())
-        except (KeyError, ValueError):
-            return None
 
 
 @dataclass(frozen=True)

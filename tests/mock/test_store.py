@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -7,9 +8,10 @@ import pytest
 
 from mqadmin import fastjson
 from mqadmin.errors import StoreError, UsageError
-from mqadmin.message import MAGIC_BLANK, decode_message
+from mqadmin.message import MAGIC_BLANK, decode_message, parse_properties
+from mqadmin.mock import commitlog as commitlog_module
 from mqadmin.mock.cluster import MockCluster
-from mqadmin.mock.store import CQ_UNIT, BrokerStore
+from mqadmin.mock.store import CQ_UNIT, BatchFields, BrokerStore
 from mqadmin.model import Message
 
 
@@ -102,3 +104,69 @@ def test_not_a_store(tmp_path: Path) -> None:
         MockCluster(tmp_path / "x")
     with pytest.raises(UsageError):
         MockCluster.create(tmp_path / "x")
+
+
+def batch_items(n: int, first: int = 0) -> list[tuple[int, bytes, bytes, int]]:
+    from mqadmin.message import format_properties, tags_code
+
+    props = [{"TAGS": "TagA", "KEYS": f"k{first + i}"} for i in range(n)]
+    return [
+        (i, f"b{first + i}".encode() * 40, format_properties(p).encode(), tags_code(p)) for i, p in enumerate(props)
+    ]
+
+
+FIELDS = BatchFields(
+    sys_flag=0, born_timestamp=7, born_host="10.0.0.9:4000", store_timestamp=9, store_host="10.0.0.1:10911"
+)
+
+
+def test_a_batch_is_one_commit_log_write_and_one_queue_write_of_what_single_puts_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+
+    def counted(fd: int, data: memoryview) -> int:
+        writes.append(len(data))
+        return os.write(fd, data)
+
+    single = BrokerStore(tmp_path / "single", writable=True)
+    for flag, body, props, _ in batch_items(6):
+        single.put(
+            Message(
+                topic="T",
+                body=body,
+                properties=parse_properties(props.decode()),
+                flag=flag,
+                queue_id=1,
+                born_timestamp=7,
+                born_host="10.0.0.9:4000",
+                store_timestamp=9,
+                store_host="10.0.0.1:10911",
+            )
+        )
+    batched = BrokerStore(tmp_path / "batched", writable=True)
+    monkeypatch.setattr(commitlog_module, "_os_write", counted)
+    first, offsets = batched.put_batch("T", 1, batch_items(6), FIELDS)
+    assert len(writes) == 2  # the records, then their six queue entries
+    assert first == 0 and offsets[0] == 0 and offsets == sorted(offsets)
+    for part in ("commitlog/" + "0" * 20, "consumequeue/T/1/" + "0" * 20):
+        assert (tmp_path / "batched" / part).read_bytes() == (tmp_path / "single" / part).read_bytes(), part
+    assert batched.put_batch("T", 1, batch_items(2, 6), FIELDS)[0] == 6
+
+
+def test_a_batch_never_spans_commit_log_files(tmp_path: Path) -> None:
+    store = BrokerStore(tmp_path, writable=True, commitlog_file_size=4096, cq_file_size=10 * CQ_UNIT)
+    store.put_batch("T", 0, batch_items(10), FIELDS)  # about 2.6 KiB: the next batch does not fit
+    first, offsets = store.put_batch("T", 0, batch_items(10, 10), FIELDS)
+    assert first == 10 and offsets[0] == 4096  # the tail of the first file is a BLANK record
+    head = (tmp_path / "commitlog" / ("0" * 20)).read_bytes()
+    assert len(head) == 4096
+    cq = store.queue("T", 0)
+    assert cq.max_offset == 20 and len(list((tmp_path / "consumequeue" / "T" / "0").iterdir())) == 2
+    keys = [decode_message(store.read_record(cq.entry(i)))[0].properties["KEYS"] for i in range(20)]
+    assert keys == [f"k{i}" for i in range(20)]
+    # a batch larger than a whole file is stored half by half, in queue order
+    first, offsets = store.put_batch("T", 0, batch_items(40, 20), FIELDS)
+    assert first == 20 and len(offsets) == 40 and store.queue("T", 0).max_offset == 60
+    keys = [decode_message(store.read_record(cq.entry(i)))[0].properties["KEYS"] for i in range(20, 60)]
+    assert keys == [f"k{i}" for i in range(20, 60)]

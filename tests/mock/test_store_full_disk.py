@@ -22,11 +22,12 @@ from mqadmin.mock import commitlog as commitlog_module
 from mqadmin.mock import store as store_module
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.server import MockServer
-from mqadmin.mock.store import BrokerStore, StoreWriteFailed
+from mqadmin.mock.store import BatchFields, BrokerStore, StoreWriteFailed
 from mqadmin.model import Message
 from mqadmin.protocol.codec import FLAG_ONEWAY, RemotingCommand
 from mqadmin.protocol.codes import RequestCode, ResponseCode
 from tests.mock.server.wire import RawClient, send_v2
+from tests.mock.test_store import batch_items
 
 FILE_SIZE = 16 * 1024
 
@@ -228,3 +229,25 @@ def test_config_flushes_on_a_full_disk_log_one_line_and_retry(
         assert "TopicTest@g" in path.read_text()
         client.close()
     cluster.close()
+
+
+def test_a_batch_on_a_full_disk_is_stored_whole_or_not_at_all(tmp_path: Path, disk: Disk) -> None:
+    store = BrokerStore(tmp_path, writable=True, commitlog_file_size=FILE_SIZE)
+    fields = BatchFields(0, 1, "127.0.0.1:1", 2, "127.0.0.1:10911")
+    probe = BrokerStore(tmp_path / "probe", writable=True)
+    probe.put_batch("T", 0, batch_items(5), fields)
+    records = (tmp_path / "probe" / "commitlog" / ("0" * 20)).stat().st_size
+    acked: list[str] = []
+    for n, room in enumerate((0, 50, records - 1, records, records + 40)):  # the last two: records, no queue entries
+        disk.room = room
+        with pytest.raises(StoreWriteFailed):
+            store.put_batch("T", 0, batch_items(5, 10 * n), fields)
+        disk.room = None
+        store.put_batch("T", 0, batch_items(2, 10 * n + 5), fields)
+        acked += [f"k{10 * n + 5}", f"k{10 * n + 6}"]
+        assert [m.properties["KEYS"] for m in scan(tmp_path / "commitlog")] == acked
+        cq = store.queue("T", 0)
+        assert cq.max_offset == len(acked)
+        assert [
+            decode_message(store.read_record(cq.entry(i)))[0].properties["KEYS"] for i in range(len(acked))
+        ] == acked

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import random
+import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import errors, names
-from mqadmin.message import encode_message, format_properties, parse_properties
+from mqadmin.message import encode_message, format_properties, new_uniq_key, parse_properties, tags_code
 from mqadmin.mock.model import PullOutcome
 from mqadmin.mock.server.role import DEFAULT_TOPIC_QUEUES, bad
-from mqadmin.mock.store import StoreWriteFailed
-from mqadmin.model import Message
+from mqadmin.mock.store import BatchItem, StoreWriteFailed
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode
 from mqadmin.protocol.constants import (
@@ -48,7 +48,8 @@ PROPERTY_CLUSTER: Final = "CLUSTER"
 PROPERTY_WAIT: Final = "WAIT"
 V5_STORED_PROPERTIES: Final[Mapping[str, str]] = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
-_BATCH_HEAD: Final = 20  # totalSize, magic, bodyCRC, flag, bodyLen
+_BATCH_HEAD: Final = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+_PROPS_LEN: Final = struct.Struct(">H")
 
 #: (flag, body, properties) of one message to store
 _Item = tuple[int, bytes, dict[str, str]]
@@ -75,36 +76,32 @@ def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
     header = SendMessageHeader.parse_any(req)
     topic = header.topic
     role.check_topic(topic)
-    items = _send_items(req, header)
+    sent = _send_items(req, header)
+    items = [_stored(role, flag, body, props) for flag, body, props in sent]
     with role.lock:
         qid = _pick_queue(role, conn, header)
-        stored = [
-            _put(
-                role,
-                Message(
-                    topic=topic,
-                    body=body,
-                    properties=props,
-                    flag=flag,
-                    queue_id=qid,
-                    sys_flag=header.sysFlag,
-                    born_timestamp=header.bornTimestamp,
-                    born_host=conn.peer,
-                    reconsume_times=header.reconsumeTimes,
-                ),
+        try:
+            first_offset, msg_ids = role.broker.put_batch(
+                topic,
+                qid,
+                items,
+                sys_flag=header.sysFlag,
+                born_timestamp=header.bornTimestamp,
+                born_host=conn.peer,
+                reconsume_times=header.reconsumeTimes,
             )
-            for flag, body, props in items
-        ]
-    role.server.count("messages_stored", len(stored))
+        except StoreWriteFailed as exc:
+            raise role.store_unavailable(exc) from None
+    role.server.count("messages_stored", len(msg_ids))
     role.server.long_polling.message_arrived(role.name, topic, qid)
     ext: dict[str, object] = {
-        "msgId": ",".join(m.msg_id for m in stored),
+        "msgId": ",".join(msg_ids),
         "queueId": qid,
-        "queueOffset": stored[0].queue_offset,
+        "queueOffset": first_offset,
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
-    uniq = stored[0].uniq_key if len(stored) == 1 else None
+    uniq = sent[0][2]["UNIQ_KEY"] if len(sent) == 1 else None
     if uniq and role.server.v5:  # 4.x leaves it out for plain messages
         ext["transactionId"] = uniq
     return role.reply(req, ext=ext)
@@ -120,16 +117,9 @@ def _send_items(req: RemotingCommand, header: SendMessageHeader) -> list[_Item]:
         items = [(header.flag, req.body, props)]
     if not items:
         raise bad(ResponseCode.MESSAGE_ILLEGAL, "the message batch is empty")
-    for _, body, message_props in items:
+    for _, body, _ in items:
         if len(body) > MAX_MESSAGE_SIZE:
             raise bad(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE}")
-        if len(format_properties(message_props).encode()) > MAX_PROPERTIES_SIZE:
-            # SendMessageProcessor.handlePutMessageResult, PROPERTIES_SIZE_EXCEEDED
-            raise bad(
-                ResponseCode.MESSAGE_ILLEGAL,
-                "the message is illegal, maybe msg body or properties length not matched. "
-                f"msg body length limit {MAX_MESSAGE_SIZE}B, msg properties length limit 32KB.",
-            )
     return items
 
 
@@ -155,19 +145,27 @@ def _pick_queue(role: BrokerRole, conn: Connection, header: SendMessageHeader) -
     return random.randrange(write_queues) if qid < 0 else qid
 
 
-def _put(role: BrokerRole, msg: Message) -> Message:
-    """Store one message with the properties the broker stamps on it. Under the lock."""
-    props = msg.properties
+def _stored(role: BrokerRole, flag: int, body: bytes, props: dict[str, str]) -> BatchItem:
+    """A message as the store takes it: the properties the broker stamps on it added (a
+    UNIQ_KEY if the producer set none, as 5.x does), encoded once, and their size checked as
+    the broker's encoder checks the final properties."""
     props.setdefault(PROPERTY_CLUSTER, role.broker.cluster)
     if role.server.v5:
         for key, value in V5_STORED_PROPERTIES.items():
             props.setdefault(key, value)
     else:
         props.pop(PROPERTY_WAIT, None)  # 4.x does not store it
-    try:
-        return role.broker.put_message(msg)
-    except StoreWriteFailed as exc:
-        raise role.store_unavailable(exc) from None
+    if "UNIQ_KEY" not in props:
+        props["UNIQ_KEY"] = new_uniq_key()
+    encoded = format_properties(props).encode()
+    if len(encoded) > MAX_PROPERTIES_SIZE:
+        # SendMessageProcessor.handlePutMessageResult, PROPERTIES_SIZE_EXCEEDED
+        raise bad(
+            ResponseCode.MESSAGE_ILLEGAL,
+            "the message is illegal, maybe msg body or properties length not matched. "
+            f"msg body length limit {MAX_MESSAGE_SIZE}B, msg properties length limit 32KB.",
+        )
+    return flag, body, encoded, tags_code(props)
 
 
 def _split_batch(data: bytes) -> list[_Item]:
@@ -175,19 +173,18 @@ def _split_batch(data: bytes) -> list[_Item]:
     then a 2-byte properties length and the properties (common: MessageDecoder.encodeMessages)."""
     out: list[_Item] = []
     pos = 0
+    end = len(data)
     try:
-        while pos < len(data):
-            size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
-            flag = int.from_bytes(data[pos + 12 : pos + 16], "big", signed=True)
-            body_len = int.from_bytes(data[pos + 16 : pos + 20], "big", signed=True)
-            body_end = pos + _BATCH_HEAD + body_len
-            props_len = int.from_bytes(data[body_end : body_end + 2], "big", signed=False)
-            props = data[body_end + 2 : body_end + 2 + props_len].decode("utf-8", "replace")
-            if size < _BATCH_HEAD + 2 or body_len < 0 or body_end + 2 + props_len > len(data):
+        while pos < end:
+            size, _, _, flag, body_len = _BATCH_HEAD.unpack_from(data, pos)
+            body_end = pos + _BATCH_HEAD.size + body_len
+            (props_len,) = _PROPS_LEN.unpack_from(data, body_end)
+            if size < _BATCH_HEAD.size + 2 or body_len < 0 or body_end + 2 + props_len > end:
                 raise ValueError("truncated")
-            out.append((flag, data[pos + _BATCH_HEAD : body_end], parse_properties(props)))
+            props = data[body_end + 2 : body_end + 2 + props_len].decode("utf-8", "replace")
+            out.append((flag, data[pos + _BATCH_HEAD.size : body_end], parse_properties(props)))
             pos += size
-    except ValueError:
+    except (ValueError, struct.error):
         raise bad(ResponseCode.MESSAGE_ILLEGAL, "the batch body is not a list of encoded messages") from None
     return out
 

@@ -3,14 +3,16 @@ a SIGKILL that comes right after the reply (before any periodic flush)."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 
 from mqadmin import fastjson
+from mqadmin.message import format_properties, iter_messages
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.protocol.codes import RequestCode, ResponseCode
-from tests.mock.server.wire import RawClient
+from tests.mock.server.wire import RawClient, send_v2
 from tests.support import served
 
 pytestmark = pytest.mark.integration
@@ -49,3 +51,38 @@ def test_created_topics_and_groups_survive_a_kill_right_after_the_ack(tmp_path: 
             assert group in broker.groups, f"acknowledged group {group} lost by the kill"
     finally:
         cluster.close()
+
+
+def test_sent_messages_survive_a_kill_right_after_the_ack(tmp_path: Path) -> None:
+    """Sends are written to the files (the page cache) before the reply, as a broker with
+    flushDiskType=ASYNC_FLUSH: a killed process loses none; only a lost host could."""
+    store = tmp_path / "store"
+    server = served.start(store)
+    try:
+        broker = RawClient(server.brokers["broker-a"])
+        try:
+            single = send_v2(broker, "Sent", 1, b"single")
+            assert single.code == ResponseCode.SUCCESS
+            body = b"".join(batch_record(f"batch-{i}".encode(), {"KEYS": f"k{i}"}) for i in range(50))
+            ext = {"a": "pg", "b": "Sent", "c": "TBW102", "d": 4, "e": 1, "f": 0, "g": 0, "h": 0, "i": "", "m": True}
+            batch = broker.call(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+            assert batch.code == ResponseCode.SUCCESS
+            assert int(batch.ext_fields["queueOffset"]) == 1 and len(batch.ext_fields["msgId"].split(",")) == 50
+        finally:
+            broker.close()
+        server.kill()
+    finally:
+        server.stop()
+    cluster = MockCluster(store)
+    try:
+        outcome = cluster.brokers["broker-a"].pull(None, "Sent", 1, 0, max_nums=100)
+        bodies = [m.body for r in outcome.records for m in iter_messages(r)]
+        assert bodies == [b"single"] + [f"batch-{i}".encode() for i in range(50)]
+    finally:
+        cluster.close()
+
+
+def batch_record(body: bytes, props: dict[str, str]) -> bytes:
+    """One message of a SEND_BATCH_MESSAGE body (MessageDecoder.encodeMessages)."""
+    p = format_properties(props).encode()
+    return struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body)) + body + struct.pack(">h", len(p)) + p
