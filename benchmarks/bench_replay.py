@@ -161,16 +161,25 @@ def cpu_seconds() -> float:
 
 
 def replay_once(
-    address: str, plan: Plan, sink: Sink, out: Path, label: str, server_cpu: Callable[[], float] | None = None
+    address: str,
+    plan: Plan,
+    sink: Sink,
+    out: Path,
+    label: str,
+    server_cpu: Callable[[], float] | None = None,
+    processes: int | None = None,
 ) -> Row:
     """One local-engine replay into ``sink`` (then removed): wall and CPU time (and the server's
-    CPU time when ``server_cpu`` reads it)."""
+    CPU time when ``server_cpu`` reads it); ``processes``: worker processes (1: threads), each
+    connecting to ``address`` itself."""
+    from mqadmin.replay.pool import WorkerConnect
+
     flt = MessageFilter(plan.begin, plan.end)
     admin = connect(address, read_only=True, timeout=10)
     server = server_cpu or (lambda: 0.0)
     try:
         c, sc, t = cpu_seconds(), server(), time.monotonic()
-        outcome = run_local(admin, plan, flt, sink)
+        outcome = run_local(admin, plan, flt, sink, processes=processes, connection=WorkerConnect(address, 10))
         seconds, cpu, scpu = time.monotonic() - t, cpu_seconds() - c, server() - sc
     finally:
         admin.close()

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_replay_server.py                        # 1 M x 1 KiB, 200 k from 5.3.3
     .venv/bin/python benchmarks/bench_replay_server.py --messages 300000      # about 5-8 minutes
     .venv/bin/python benchmarks/bench_replay_server.py --real-messages 0      # the mock server only
+    .venv/bin/python benchmarks/bench_replay_server.py --workers 2 --messages 300000  # threads vs 2 processes
 
 bench_replay.py measures the engines on an embedded store; a user's replay goes over the network,
 so here every byte crosses the remoting protocol. The mock store is built once with ``fill_topic``
@@ -26,6 +27,13 @@ Measured here (2 cores, load average about 1; medians of 3):
     source          local engine     baseline        ratio  client CPU us/msg  server CPU us/msg
     mock server 1M  156,761 msg/s    49,746 msg/s    3.2x   22.1 -> 6.1        1.9 -> 1.8
     real 5.3.3 200k 144,945 msg/s    46,342 msg/s    3.1x   21.4 -> 6.2        3.8 -> 2.7
+
+``--workers N`` measures only the local engine from the mock server to JSON lines, in threads
+(one process, one GIL) and in N worker processes with their own connections, runs interleaved.
+Measured with the machine far over its two cores (load average 9-15: no core to spare), where
+processes cannot run in parallel and pay their start and the hand-over of encoded bytes:
+
+    300k x 1 KiB    threads 11,197 msg/s (18.9 us/msg client CPU)   2 processes 10,448 (26.5)   0.93x
 
 Before bulk decoding and pipelined pulls: 16.4 k msg/s from the mock server, 11.9-15.9 k from
 5.3.3. A real broker answers at most 32 messages a pull, so each message carries a 32nd of a
@@ -248,6 +256,35 @@ def run_engines(
     return rows
 
 
+def bench_workers(address: str, plan: Plan, tmp: Path, repeat: int, processes: int) -> list[FormatRow]:
+    """The local engine to JSON lines in threads (one process: the GIL bounds it) and in
+    ``processes`` worker processes with their own connections, runs interleaved; medians."""
+    from bench_replay import median_row, replay_once
+
+    from mqadmin.replay.sinks import open_sink
+
+    runs: dict[str, list[FormatRow]] = {"threads": [], f"{processes} processes": []}
+    for i in range(repeat):
+        for label, count in (("threads", 1), (f"{processes} processes", processes)):
+            path = tmp / f"workers-{i}.jsonl"
+            sink = open_sink(parse_target(f"jsonl:{path}"))
+            row = replay_once(address, plan, sink, path, label, lambda: process_cpu(SERVER_PIDS), count)
+            runs[label].append(row)
+            print(f"  {label}: {row.seconds:.1f} s, {row.rate:,.0f} msg/s", file=sys.stderr)
+    return [median_row(rows) for rows in runs.values()]
+
+
+def report_workers(rows: list[FormatRow], repeat: int) -> None:
+    threads, processes = rows
+    print(f"\nlocal engine over TCP to JSON lines, threads against worker processes (medians of {repeat}):")
+    print(f"{'':<14}{'msgs/s':>10}{'client CPU us/msg':>19}{'server CPU us/msg':>19}")
+    for r in rows:
+        print(
+            f"{r.engine:<14}{r.rate:>10,.0f}{r.cpu / r.messages * 1e6:>19.2f}{r.server_cpu / r.messages * 1e6:>19.2f}"
+        )
+    print(f"ratio {processes.engine} / threads: {processes.rate / threads.rate:.2f}x")
+
+
 # ---- the real broker ------------------------------------------------------------------------
 
 
@@ -399,8 +436,17 @@ def main() -> None:
     ap.add_argument("--no-fixed-cost", action="store_true", help="skip the CLI start-up (Spark fixed cost) runs")
     ap.add_argument("--real-messages", type=int, default=200_000, help="messages produced to the real broker; 0 skips")
     ap.add_argument("--real-version", default="5.3.3")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="only compare threads with N worker processes from the mock server (JSON lines; 0: the other figures)",
+    )
     args = ap.parse_args()
     args.formats = args.formats.split(",")
+    if args.workers:
+        workers_only(args)
+        return
 
     started = time.monotonic()
     load_before = os.getloadavg()
@@ -444,6 +490,17 @@ def main() -> None:
             for master in (e for e in engines if e != "local"):
                 print(f"  spark {master} pays off (real broker) {payoff(real.rows, real.fixed, master)}")
     print(f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after; {time.monotonic() - started:.0f} s")
+
+
+def workers_only(args: argparse.Namespace) -> None:
+    load_before = os.getloadavg()
+    build_store(args.store, args.messages, args.body_size)
+    with tempfile.TemporaryDirectory(prefix="mqadmin-bench-server-") as name, mock_server(args.store) as address:
+        plan, _ = make_plan(address, T0, T0 + args.messages + 1, args.slice_size)
+        print(f"plan: {plan.total:,} messages in {len(plan.slices)} slices from {address}", file=sys.stderr)
+        rows = bench_workers(address, plan, Path(name), args.repeat, args.workers)
+    report_workers(rows, args.repeat)
+    print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
 
 
 if __name__ == "__main__":

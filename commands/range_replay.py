@@ -35,13 +35,6 @@ if TYPE_CHECKING:
     from mqadmin.replay.sinks import Sink, Target
     from mqadmin.replay.worker import MessageFilter
 
-#: plans below this many messages run locally under --engine auto. Measured with
-#: benchmarks/bench_replay.py on a 2-core host: Spark local[2] replays ~1.2x faster than the
-#: thread engine but pays ~13-19 s to start a JVM, so it overtakes from ~2.2 M messages
-SPARK_AUTO_THRESHOLD = 2_000_000
-#: a local master with fewer cores never overtakes the thread engine (local[1] was slower)
-SPARK_MIN_LOCAL_CORES = 2
-
 
 def _csv(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
@@ -77,6 +70,7 @@ class RangeReplayParams(EngineParams):
     dedup: bool
     rate: str | None
     max_inflight: int | None
+    workers: int | None
     partition_by: str | None
 
     def __post_init__(self) -> None:
@@ -111,6 +105,10 @@ class RangeReplayParams(EngineParams):
             raise errors.UsageError("--max-inflight must be at least 1")
         if self.max_inflight is not None and self.engine == "spark":
             raise errors.UsageError("--max-inflight runs on the local engine only (--engine local or auto)")
+        if self.workers is not None and self.workers < 1:
+            raise errors.UsageError("--workers must be at least 1")
+        if self.workers is not None and self.engine == "spark":
+            raise errors.UsageError("--workers runs on the local engine only (--engine local or auto)")
         if self.partition_by is not None and not target.is_file:
             raise errors.UsageError("--partition-by writes a folder: use it with --to jsonl:PATH or parquet:PATH")
         if self.partition_by not in (None, "queue") and self.engine == "spark":
@@ -200,6 +198,16 @@ class RangeReplayCommand(SubCommand):
             ("--max-inflight",),
             "At most N pulls in flight at once for the whole replay (default: up to 64 per worker), "
             "to spare a broker serving live traffic (local engine; mqadmin extension)",
+            kind=int,
+            metavar="N",
+        ),
+        Opt(
+            "workers",
+            ("--workers",),
+            "Worker processes that read and encode slices for a file or stdout, each with its own "
+            "connection (default: one per CPU for a plan of 200,000 messages or more; 1: threads in "
+            "this process). Not with --limit, --dedup or --rate, which run in threads (local engine; "
+            "mqadmin extension)",
             kind=int,
             metavar="N",
         ),
@@ -505,7 +513,9 @@ def _run_on(
         if params.partition_by is not None:
             _seal_spark_folder(plan, params)
         return outcome
+    from mqadmin.admin import resolve_address
     from mqadmin.replay.local import run_local
+    from mqadmin.replay.pool import WorkerConnect
     from mqadmin.replay.sinks import open_sink
 
     resume = checkpoint.sink_state if checkpoint is not None else None
@@ -528,6 +538,8 @@ def _run_on(
         dedup=params.dedup,
         rate=params.per_second,
         max_inflight=params.max_inflight,
+        processes=params.workers,
+        connection=WorkerConnect.of(resolve_address(ctx.address), ctx.timeout, ctx.connect_options),
     )
 
 

@@ -23,6 +23,8 @@ from typing import Any
 from mqadmin.errors import UsageError
 
 _ENV = {"access_key": "MQADMIN_ACCESS_KEY", "secret_key": "MQADMIN_SECRET_KEY"}
+#: environment variables holding a secret: kept out of the processes mqadmin starts
+SECRET_ENV = (_ENV["secret_key"],)
 _KEYS = ("namesrv", "access_key", "secret_key", "tls", "tls_ca", "tls_cert", "tls_key")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from mqadmin.protocol.codes import ResponseCode
 
@@ -92,6 +92,10 @@ class BrokerError(MqadminError):
             super().__init__(f"permission denied{by}: {reason} (check --access-key/--secret-key)")
         else:
             super().__init__(f"broker{where} answered {self.code_name} ({self.code}): {self.remark}".rstrip(": "))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as (code, remark, addr), so it crosses to another process as itself."""
+        return BrokerError.for_code, (self.code, self.remark, self.addr)
 
     @property
     def permission_denied(self) -> bool:

@@ -12,6 +12,7 @@ import enum
 import json
 import re
 import struct
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -64,6 +65,7 @@ _INT: Final = struct.Struct(">i")
 _SHORT: Final = struct.Struct(">h")
 _FRAME_PREFIX: Final = struct.Struct(">iI")
 _UNSIGNED_INT: Final = struct.Struct(">I")
+_TWO_INTS: Final = struct.Struct(">II")
 
 # What Java's Integer.parseInt/Long.parseLong accept (no spaces, no underscores).
 _JAVA_INTEGER_RE: Final = re.compile(r"[-+]?[0-9]+")
@@ -445,59 +447,93 @@ def decode_header(data: bytes, serialize_type: int) -> RemotingCommand:
 class FrameDecoder:
     """Turns a byte stream into commands; feed it whatever the socket returned.
 
+    Received chunks are kept as they came, and each frame's header and body are cut out of them
+    with one copy of every byte (a slice of the chunk holding it, or one join of the pieces of a
+    frame that spans chunks): a pull reply is up to megabytes, so appending to a buffer, copying
+    out and deleting from its front would copy each byte three times.
+
     After a BadFrame the stream is out of step for good, so every later ``feed`` raises the
     same error: the caller must close the connection.
     """
 
     def __init__(self, max_frame_length: int = FRAME_MAX_LENGTH) -> None:
         self.max_frame_length = max_frame_length
-        self._buf = bytearray()
+        self._chunks: deque[bytes] = deque()
+        self._pos = 0  # where the first chunk's unread bytes start
+        self._size = 0  # unread bytes in all chunks
         self._error: BadFrame | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete frame."""
-        return len(self._buf)
+        return self._size
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         if self._error is not None:
             raise self._error
-        self._buf += data
+        if data:
+            # a caller's reusable buffer is copied; bytes are kept as they are
+            chunk = data if type(data) is bytes else bytes(data)
+            self._chunks.append(chunk)
+            self._size += len(chunk)
         out: list[RemotingCommand] = []
         try:
             while (cmd := self._next()) is not None:
                 out.append(cmd)
         except BadFrame as exc:
             self._error = exc
-            self._buf.clear()
+            self._chunks.clear()
+            self._pos = self._size = 0
             raise
         return out
 
+    def _take(self, start: int, stop: int) -> bytes:
+        """Unread bytes [start, stop), copied once."""
+        first, pos = self._chunks[0], self._pos
+        if pos + stop <= len(first):
+            return first[pos + start : pos + stop]
+        parts: list[memoryview] = []
+        start, stop = start + pos, stop + pos
+        for chunk in self._chunks:
+            if start < len(chunk):
+                parts.append(memoryview(chunk)[max(start, 0) : stop])
+            start, stop = start - len(chunk), stop - len(chunk)
+            if stop <= 0:
+                break
+        return b"".join(parts)
+
+    def _drop(self, count: int) -> None:
+        self._size -= count
+        count += self._pos
+        chunks = self._chunks
+        while chunks and count >= len(chunks[0]):
+            count -= len(chunks.popleft())
+        self._pos = count
+
     def _next(self) -> RemotingCommand | None:
-        buf = self._buf
-        if len(buf) < LENGTH_FIELD_SIZE:
+        if self._size < LENGTH_FIELD_SIZE + HEADER_WORD_SIZE:
+            if self._size >= LENGTH_FIELD_SIZE:
+                self._check(_UNSIGNED_INT.unpack(self._take(0, LENGTH_FIELD_SIZE))[0])
             return None
-        (length,) = _UNSIGNED_INT.unpack_from(buf)
-        # Check before waiting for the rest: never buffer an oversized frame.
-        if length + LENGTH_FIELD_SIZE > self.max_frame_length:
-            raise FrameTooLarge(f"frame of {length + LENGTH_FIELD_SIZE} bytes exceeds {self.max_frame_length}")
-        if length < HEADER_WORD_SIZE:
-            raise BadFrame(f"frame length {length} leaves no room for the header word")
-        if len(buf) < LENGTH_FIELD_SIZE + length:
+        length, word = _TWO_INTS.unpack(self._take(0, LENGTH_FIELD_SIZE + HEADER_WORD_SIZE))
+        self._check(length)  # before waiting for the rest: never buffer an oversized frame
+        end = LENGTH_FIELD_SIZE + length
+        if self._size < end:
             return None
-        (word,) = _UNSIGNED_INT.unpack_from(buf, LENGTH_FIELD_SIZE)
         stype = (word >> SERIALIZE_TYPE_SHIFT) & SERIALIZE_TYPE_MASK
         header_len = word & HEADER_LENGTH_MASK
         if header_len > length - HEADER_WORD_SIZE:
             raise BadFrame(f"header length {header_len} exceeds frame length {length}")
-        header_start = LENGTH_FIELD_SIZE + HEADER_WORD_SIZE
-        header_end = header_start + header_len
-        end = LENGTH_FIELD_SIZE + length
-        # copy the header and the body once each (a pull body is up to megabytes), then drop them
-        with memoryview(buf) as view:
-            header = view[header_start:header_end].tobytes()
-            body = view[header_end:end].tobytes()
-        del buf[:end]
+        header_end = LENGTH_FIELD_SIZE + HEADER_WORD_SIZE + header_len
+        header = self._take(LENGTH_FIELD_SIZE + HEADER_WORD_SIZE, header_end)
+        body = self._take(header_end, end)
+        self._drop(end)
         cmd = decode_header(header, stype)
         cmd.body = body
         return cmd
+
+    def _check(self, length: int) -> None:
+        if length + LENGTH_FIELD_SIZE > self.max_frame_length:
+            raise FrameTooLarge(f"frame of {length + LENGTH_FIELD_SIZE} bytes exceeds {self.max_frame_length}")
+        if length < HEADER_WORD_SIZE:
+            raise BadFrame(f"frame length {length} leaves no room for the header word")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from collections import deque
@@ -26,9 +25,9 @@ from mqadmin.errors import UsageError
 from mqadmin.replay.dedup import DedupSet, dedup_path
 from mqadmin.replay.pace import RateLimiter, paced
 from mqadmin.replay.planner import Plan, Slice, digest
-from mqadmin.replay.pool import SlicePool, SliceResult, is_on_disk
+from mqadmin.replay.pool import SlicePool, SliceResult, WorkerConnect, is_on_disk
 from mqadmin.replay.sinks import Sink, as_row_sink
-from mqadmin.replay.worker import MAX_PULL_DEPTH, MessageFilter, SliceStats, pause_gc
+from mqadmin.replay.worker import MessageFilter, SliceStats, fault_point, pause_gc
 from mqadmin.safety import atomic_write
 
 if TYPE_CHECKING:
@@ -145,17 +144,6 @@ class Checkpoint:
         self.complete = True
 
 
-#: environment variable naming a fault point to die at (tests of crash windows, never set in use)
-FAULT_ENV = "MQADMIN_FAULT_POINT"
-
-
-def fault_point(name: str) -> None:
-    """Die here by SIGKILL when ``$MQADMIN_FAULT_POINT`` names this point: a crash at an exact
-    step, for tests of the windows a resume must survive (no timing races)."""
-    if os.environ.get(FAULT_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def resume_status(checkpoint: Checkpoint, staging: list[Path], output: Path) -> str:
     """What an unfinished file replay's leftovers allow: ``resume`` (the unfinished output is
     there, or nothing was written yet), ``published`` (an earlier run moved the finished output
@@ -268,9 +256,12 @@ def run_local(
     dedup: bool = False,
     rate: float | None = None,
     max_inflight: int | None = None,
+    processes: int | None = None,
+    connection: WorkerConnect | None = None,
 ) -> ReplayOutcome:
     """Run every slice not yet in ``checkpoint`` and write kept messages in plan order; with
     ``dedup`` a message whose UNIQ_KEY an earlier one (in plan order) had is dropped.
+    ``processes`` and ``connection``: worker processes, and how they connect (see SlicePool).
 
     On any exception (KeyboardInterrupt included) workers stop between pulls, the sink keeps its
     unfinished output only if a checkpoint will resume it, and the exception propagates.
@@ -281,10 +272,6 @@ def run_local(
     written = sum(s.written for s in done.values())
     if workers is None:
         workers = DEFAULT_WORKERS if is_on_disk(admin.address) else REMOTE_WORKERS
-    max_depth = MAX_PULL_DEPTH
-    if max_inflight is not None:  # --max-inflight: fewer workers, and a share of the pulls each
-        workers = max(1, min(workers, max_inflight))
-        max_depth = max(1, max_inflight // workers)
     pool = SlicePool(
         admin,
         sink,
@@ -293,12 +280,14 @@ def run_local(
         total=plan.total,
         limit=limit,
         keep_rows=dedup or rate is not None,
-        max_depth=max_depth,
+        max_inflight=max_inflight,
+        processes=processes,
+        connection=connection,
     )
     pace = RateLimiter(rate) if rate is not None else None
     seen = _open_dedup(checkpoint) if dedup else None
     todo = iter([s for s in plan.slices if s.index not in done])
-    window = _Window(pool, todo, max(1, workers) * WINDOW_PER_WORKER)
+    window = _Window(pool, todo, pool.parallel * WINDOW_PER_WORKER)
     resume_gc = pause_gc()
     limit_reached = limit is not None and written >= limit
     complete = limit_reached

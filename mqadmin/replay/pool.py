@@ -1,23 +1,29 @@
-"""Where the local engine runs its slices: threads, or processes for big replays of a store on disk.
+"""Where the local engine runs its slices: threads, or worker processes for big replays.
 
 Decoding and encoding messages is Python work that holds the GIL, so threads overlap round trips
-but use one core. A replay of an embedded (``mock:``) or stopped-broker (``store:``) store needs
-no connection that a child process could not open itself, so a big one is spread over worker
-processes that open the store read-only (as Spark executors do), read and encode whole slices
-and send back the sink's bytes; the calling thread still writes them strictly in plan order.
+but use one core. A big replay to a file or stdout is spread over worker processes instead: each
+opens its own connection (an embedded or stopped-broker store read-only, as Spark executors do;
+a name server with the caller's --timeout, ACL keys and TLS settings), reads and encodes whole
+slices and sends back the sink's bytes; the calling thread still writes them strictly in plan
+order, so the output is the same bytes as from threads.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import pickle
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.admin import capabilities_of
+from mqadmin.config import SECRET_ENV
+from mqadmin.errors import MqadminError
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row
 from mqadmin.replay.sinks import Sink, as_row_sink
@@ -26,6 +32,7 @@ from mqadmin.replay.worker import (
     MessageFilter,
     SliceScan,
     SliceStats,
+    fault_point,
     pause_gc,
     run_slice,
     run_slice_rows,
@@ -34,11 +41,16 @@ from mqadmin.replay.worker import (
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
 
-#: below this many messages a replay stays in threads: starting processes (~0.3 s) would not pay
+#: below this many messages a replay stays in threads unless worker processes are asked for:
+#: starting processes (~0.3 s) would not pay
 PROCESS_MIN_MESSAGES = 200_000
 
 #: (output, stats, finished) of one slice
 SliceResult = tuple[Any, SliceStats, bool]
+
+
+class WorkerDied(MqadminError):
+    """A worker process ended without a result (killed, out of memory): the replay fails."""
 
 
 def usable_cpus() -> int:
@@ -52,6 +64,28 @@ def usable_cpus() -> int:
 def is_on_disk(address: str) -> bool:
     """An address a worker process can open by itself, read-only: an embedded or offline store."""
     return capabilities_of(address).on_disk
+
+
+@dataclass(frozen=True)
+class WorkerConnect:
+    """How a worker process connects: the caller's address and connect() options (--timeout,
+    ACL keys, TLS files by path: the child runs here, as the same user).
+
+    It reaches the child inside the pickled job, through the pool's pipe: never a command line,
+    an environment variable or a file. The repr leaves the options out."""
+
+    address: str
+    timeout: float = 3.0
+    options: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def of(cls, address: str, timeout: float = 3.0, options: Mapping[str, Any] | None = None) -> WorkerConnect:
+        return cls(address, timeout, tuple(sorted((options or {}).items())))
+
+    def open(self) -> Admin:
+        from mqadmin.admin import connect
+
+        return connect(self.address, timeout=self.timeout, read_only=True, **dict(self.options))
 
 
 class SlicePool:
@@ -71,24 +105,29 @@ class SlicePool:
         total: int,
         limit: int | None,
         keep_rows: bool = False,
-        max_depth: int = MAX_PULL_DEPTH,
+        max_inflight: int | None = None,
+        processes: int | None = None,
+        connection: WorkerConnect | None = None,
     ):
-        """``keep_rows``: the writer drops some rows (--dedup), so workers must not encode them;
-        ``max_depth``: pulls each worker may keep in flight (--max-inflight's share)."""
+        """``workers``: threads; ``processes``: worker processes (None: the usable CPUs for a big
+        replay, else none); ``connection``: how they connect to a network address (a store on
+        disk they open themselves); ``keep_rows``: the writer drops some rows (--dedup, --rate),
+        so workers must not encode them; ``max_inflight``: pulls in flight for the whole run."""
         self.admin, self.sink, self.flt = admin, sink, flt
-        self.max_depth = max_depth
         cuts = limit is not None or keep_rows  # the writer cuts rows, not encoded bytes
         self.rows = as_row_sink(sink)
-        self._workers = max(1, workers)
+        if connection is None and is_on_disk(admin.address):
+            connection = WorkerConnect(admin.address)
+        if processes is None:
+            processes = usable_cpus() if total >= PROCESS_MIN_MESSAGES else 1
+        self.processes = self.rows is not None and not cuts and processes > 1 and connection is not None
+        #: slices read at once: one per process, or per thread
+        self.parallel = max(1, processes if self.processes else workers)
+        self.max_depth = MAX_PULL_DEPTH
+        if max_inflight is not None:  # fewer runners, and a share of the pulls each
+            self.parallel = max(1, min(self.parallel, max_inflight))
+            self.max_depth = max(1, max_inflight // self.parallel)
         self._remote: set[Future[SliceResult]] = set()  # futures of worker processes
-        processes = min(workers, usable_cpus())
-        self.processes = (
-            self.rows is not None
-            and not cuts
-            and processes > 1
-            and total >= PROCESS_MIN_MESSAGES
-            and is_on_disk(admin.address)
-        )
         #: slice workers encode for the sink themselves (a limit cuts rows, so not with one): each
         #: pull's rows as they come when the sink's encoding allows (JSON lines), else the slice's
         #: rows at the end (a Parquet part, which pyarrow writes without holding the GIL)
@@ -99,35 +138,24 @@ class SlicePool:
         )
         self.executor: Executor
         if self.processes:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
-            self.executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_child_init)
-            assert self._encode is not None  # processes only without a limit, for a row sink
+            assert self._encode is not None and connection is not None  # a row sink, no limit
+            self.executor = _start_processes(self.parallel)
             self._job = functools.partial(
                 encode_slice,
-                admin.address,
+                connection,
                 flt=flt,
                 encode=self._encode,
                 stream=bool(self._stream),
-                max_depth=max_depth,
+                max_depth=self.max_depth,
             )
         else:
-            self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
+            self.executor = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="replay")
 
     def submit(self, slc: Slice, stop: threading.Event, on_progress: Callable[[int, int], None]) -> Future[SliceResult]:
         if self.processes:
-            from concurrent.futures.process import BrokenProcessPool
-
-            try:
-                fut: Future[SliceResult] = self.executor.submit(self._job, slc)
-                self._remote.add(fut)
-                return fut
-            except BrokenProcessPool:  # e.g. a script that runs this without a __main__ guard
-                self.executor.shutdown(wait=False, cancel_futures=True)
-                self.processes = False
-                self.executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="replay")
+            fut: Future[SliceResult] = self.executor.submit(self._job, slc)
+            self._remote.add(fut)
+            return fut
         if self._encode is not None:
             return self.executor.submit(
                 encode_slice_rows,
@@ -146,15 +174,20 @@ class SlicePool:
         )
 
     def result(self, slc: Slice, fut: Future[SliceResult], on_progress: Callable[[int, int], None]) -> SliceResult:
-        """The slice's result; one that failed in a worker process is run again here, so its
-        error is raised exactly as without processes (exceptions do not all cross processes)."""
+        """The slice's result. An error in a worker process is raised here as the child raised
+        it; a worker process that died fails the replay (its slice is not run again)."""
         if fut not in self._remote:
             return fut.result()  # threads: rows, or what encode_slice_rows encoded
+        from concurrent.futures.process import BrokenProcessPool
+
         self._remote.discard(fut)
         try:
             encoded, stats, finished = fut.result()
-        except Exception:
-            return run_slice_rows(self.admin, slc, self.flt, on_progress=on_progress, max_depth=self.max_depth)
+        except BrokenProcessPool:
+            raise WorkerDied(
+                f"a replay worker process died (killed, or out of memory?): slice {slc.index} "
+                f"({slc.broker} queue {slc.queue_id}) and the ones after it were not written"
+            ) from None
         on_progress(stats.scanned, stats.bytes)
         return _Encoded(encoded), stats, finished
 
@@ -164,10 +197,34 @@ class SlicePool:
             return self.sink.write(slc, output)
         if isinstance(output, _Encoded):
             return self.rows.write_encoded(slc, output.payload, stats.matched)
-        return self.rows.write_rows(slc, output)  # threads, a limit, or a slice re-run here
+        return self.rows.write_rows(slc, output)  # threads, a limit, or --dedup/--rate
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_processes(count: int) -> Executor:
+    """A pool of ``count`` spawned worker processes (never fork a process that runs threads),
+    started at once without the secret environment variables: a child's environment is readable
+    by the same user, and children get their keys in the job instead."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    with _secrets_out_of_environ():  # the pool's helper process starts here too
+        executor = ProcessPoolExecutor(count, mp_context=ctx, initializer=_child_init)
+        for _ in range(count):  # each submit finds no idle process, so starts one
+            executor.submit(os.getpid)
+    return executor
+
+
+@contextmanager
+def _secrets_out_of_environ() -> Iterator[None]:
+    saved = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 class _Encoded:
@@ -179,7 +236,7 @@ class _Encoded:
 
 # ---- the worker process side ----------------------------------------------------------------
 
-_admins: dict[str, Admin] = {}
+_admins: dict[WorkerConnect, Admin] = {}
 
 
 def _child_init() -> None:
@@ -189,7 +246,7 @@ def _child_init() -> None:
 
 
 def encode_slice(
-    address: str,
+    connection: WorkerConnect,
     slc: Slice,
     *,
     flt: MessageFilter,
@@ -197,14 +254,27 @@ def encode_slice(
     stream: bool = False,
     max_depth: int = MAX_PULL_DEPTH,
 ) -> SliceResult:
-    """Worker process: read one slice from the store at ``address`` and encode it for the sink."""
-    admin = _admins.get(address)
-    if admin is None:
-        from mqadmin.admin import connect
-
-        admin = _admins[address] = connect(address, read_only=True)
-    encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream, max_depth=max_depth)
+    """Worker process: read one slice through its own connection and encode it for the sink."""
+    fault_point(f"replay-worker-slice-{slc.index}")
+    try:
+        admin = _admins.get(connection)
+        if admin is None:
+            admin = _admins[connection] = connection.open()
+        encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream, max_depth=max_depth)
+    except Exception as exc:
+        raise _portable(exc) from None
     return encoded.payload, stats, finished
+
+
+def _portable(exc: Exception) -> Exception:
+    """``exc`` if it crosses back to the parent as itself, else an error with its message (an
+    exception that does not unpickle would break the whole pool)."""
+    try:
+        if type(pickle.loads(pickle.dumps(exc))) is type(exc):
+            return exc
+    except Exception:  # noqa: S110 (any failure to pickle means: send a plain error instead)
+        pass
+    return MqadminError(str(exc) or type(exc).__name__)
 
 
 def encode_slice_rows(

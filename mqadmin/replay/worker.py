@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import re
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -40,6 +42,17 @@ MAX_PULL_DEPTH = 64
 #: RocketMQ separates several keys in the KEYS property with a space
 KEY_SEPARATOR = " "
 _TAG = re.compile(r"^[^|\s]+$")
+
+
+#: environment variable naming a fault point to die at (tests of crash windows, never set in use)
+FAULT_ENV = "MQADMIN_FAULT_POINT"
+
+
+def fault_point(name: str) -> None:
+    """Die here by SIGKILL when ``$MQADMIN_FAULT_POINT`` names this point: a crash at an exact
+    step, for tests of the windows a resume must survive (no timing races)."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _gc_lock = threading.Lock()

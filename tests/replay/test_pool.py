@@ -1,8 +1,10 @@
-"""Worker processes for big replays of a store on disk write exactly what threads write."""
+"""Worker processes for big replays, of a store on disk or over the network, write exactly what
+threads write; a worker process that fails or dies fails the replay."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from mqadmin.replay.local import run_local
 from mqadmin.replay.planner import plan_window
 from mqadmin.replay.sinks import open_sink, parse_target
 from mqadmin.replay.worker import MessageFilter
+from tests.conftest import CliResult
 
 T0 = 1_700_000_000_000
 
@@ -73,8 +76,8 @@ def test_only_stores_on_disk_and_file_sinks_use_processes() -> None:
 def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
     address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The error of a slice that fails in a child is raised with its own class (here the broker's
-    TopicNotExist, which does not survive pickling), and the unfinished output is removed."""
+    """The error of a slice that fails in a child is raised with its own class and message (here
+    the broker's TopicNotExist), and the unfinished output is removed."""
     from dataclasses import replace
 
     from mqadmin import errors
@@ -88,10 +91,11 @@ def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
         bad = replace(plan.slices[3], topic="Gone")
         plan = Plan(plan.topic, plan.begin, plan.end, plan.ranges, (*plan.slices[:3], bad, *plan.slices[4:]))
         out = tmp_path / "o.jsonl"
-        with pytest.raises(errors.TopicNotExist):
+        with pytest.raises(errors.TopicNotExist) as raised:
             run_local(admin, plan, MessageFilter(plan.begin, plan.end), open_sink(parse_target(f"jsonl:{out}")))
     finally:
         admin.close()
+    assert str(raised.value).count("answered TOPIC_NOT_EXIST (17): topic[Gone] not exist") == 1
     assert not out.exists() and not out.with_name("o.jsonl.partial").exists()
 
 
@@ -224,3 +228,116 @@ def test_max_inflight_bounds_the_pulls_of_the_whole_run(deep: str, tmp_path: Pat
         assert counting.most > 5  # the default keeps many in flight: the bound below is real
     else:
         assert 1 <= counting.most <= cap
+
+
+# ---- over the network ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A mock store served over TCP (two brokers, four queues each): the remoting backend."""
+    from mqadmin.mock.server import MockServer
+
+    root = tmp_path_factory.mktemp("tcp") / "store"
+    cluster = MockCluster.create(root)
+    fill_topic(cluster, "T", 3000, T0, T0 + 3000, body_size=300)
+    server = MockServer(cluster, namesrv_port=0).start()
+    try:
+        yield server.namesrv_addr
+    finally:
+        server.stop()
+        cluster.close()
+
+
+def spy_processes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each SlicePool built from now on runs worker processes."""
+    used: list[bool] = []
+    real_init = pool.SlicePool.__init__
+
+    def spy(self: pool.SlicePool, *args: object, **kw: object) -> None:
+        real_init(self, *args, **kw)  # type: ignore[arg-type]
+        used.append(self.processes)
+
+    monkeypatch.setattr(pool.SlicePool, "__init__", spy)
+    return used
+
+
+WINDOW = ("-t", "T", "-b", str(T0 + 100), "-e", str(T0 + 2900), "--slice-size", "500")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_processes_over_tcp_write_the_same_bytes_as_threads(
+    tcp: str, tmp_path: Path, kind: str, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "parquet":
+        pytest.importorskip("pyarrow")
+    used = spy_processes(monkeypatch)
+    for name, workers in (("p", "2"), ("t", "1")):
+        r = cli("rangeReplay", "-n", tcp, *WINDOW, "--to", f"{kind}:{tmp_path / name}.{kind}", "--workers", workers)
+        assert r.code == 0, r.stderr
+    assert used == [True, False]
+    processes, threads = (tmp_path / f"p.{kind}").read_bytes(), (tmp_path / f"t.{kind}").read_bytes()
+    assert processes == threads
+    if kind == "jsonl":
+        assert threads.count(b"\n") == 2800
+
+
+def test_a_killed_worker_process_fails_the_replay_and_it_resumes(
+    tcp: str, tmp_path: Path, cli: Callable[..., CliResult], cli_proc: Callable[..., CliResult]
+) -> None:
+    """SIGKILL of a worker process mid-run: exit 1 with one line, the output not put in place
+    (only the checkpointed part kept for the resume), and the resumed run writes the same bytes."""
+    out, checkpoint = tmp_path / "o.jsonl", tmp_path / "o.checkpoint"
+    run = ("rangeReplay", "-n", tcp, *WINDOW, "--to", f"jsonl:{out}", "--workers", "2", "--checkpoint", str(checkpoint))
+    killed = cli_proc(*run, env={"MQADMIN_FAULT_POINT": "replay-worker-slice-3"})
+    assert killed.code == 1, killed.stderr
+    assert "a replay worker process died (killed, or out of memory?): slice " in killed.stderr
+    assert "Traceback" not in killed.stderr and "run the same command again to resume" in killed.stderr
+    assert not out.exists() and out.with_name("o.jsonl.partial").exists()
+    assert not any('"complete"' in line for line in checkpoint.read_text().splitlines())
+    resumed = cli(*run)
+    assert resumed.code == 0, resumed.stderr
+    assert cli("rangeReplay", "-n", tcp, *WINDOW, "--to", f"jsonl:{tmp_path / 't.jsonl'}", "--workers", "1").code == 0
+    assert out.read_bytes() == (tmp_path / "t.jsonl").read_bytes()
+
+
+def test_workers_connect_with_the_acl_keys_and_tls_and_leak_neither(
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Worker processes get the ACL keys and TLS settings in their job: every connection is TLS,
+    the server's ACL lets them read, and no command line or child environment holds the secret
+    (the keys are exported, as a user does)."""
+    from tests.spark import secret_support as sec
+
+    tls = sec.make_tls(tmp_path_factory.mktemp("certs"))
+    monkeypatch.setenv("MQADMIN_ACCESS_KEY", sec.ACCESS_KEY)
+    monkeypatch.setenv("MQADMIN_SECRET_KEY", sec.SECRET)
+    used = spy_processes(monkeypatch)
+    with sec.serve(tmp_path_factory.mktemp("acl") / "store", tls) as served:
+        window = ["-n", served.addr, "-t", sec.TOPIC, "-b", str(sec.T0 + 5_000), "-e", str(sec.T0 + 70_000)]
+        window += ["--slice-size", "40", *tls.argv()]
+        threads = sec.cli(["rangeReplay", *window, "--to", f"jsonl:{tmp_path / 't.jsonl'}", "--workers", "1"])
+        assert threads.code == 0, threads.err
+        conns, handshakes = served.connections(), sec.CountingContext.handshakes
+        with sec.Watcher([sec.SECRET, tls.key_marker()]) as watcher:
+            run = sec.cli(["rangeReplay", *window, "--to", f"jsonl:{tmp_path / 'p.jsonl'}", "--workers", "2"])
+        assert run.code == 0, run.err
+        opened = served.connections() - conns
+        assert opened >= 3 and sec.CountingContext.handshakes - handshakes == opened, "a plaintext connection"
+        monkeypatch.setenv("MQADMIN_SECRET_KEY", sec.WRONG)
+        refused = sec.cli(["rangeReplay", *window, "--to", f"jsonl:{tmp_path / 'w.jsonl'}", "--workers", "2"])
+    assert used[:2] == [False, True]
+    assert refused.code == 1 and "permission denied" in refused.err and sec.WRONG not in refused.err
+    assert watcher.saw("spawn_main") and not watcher.leaks, watcher.leaks
+    assert (tmp_path / "p.jsonl").read_bytes() == (tmp_path / "t.jsonl").read_bytes()
+    assert (tmp_path / "t.jsonl").read_bytes().count(b"\n") > 500
+    assert sec.SECRET not in run.out + run.err
+
+
+def test_workers_must_be_positive_and_local(cli: Callable[..., CliResult]) -> None:
+    r = cli("rangeReplay", "-n", "mock://x", *WINDOW, "--workers", "0")
+    assert r.code == 2 and "--workers must be at least 1" in r.stderr
+    r = cli("rangeReplay", "-n", "mock://x", *WINDOW, "--workers", "2", "--engine", "spark")
+    assert r.code == 2 and "--workers runs on the local engine only" in r.stderr

@@ -43,6 +43,8 @@ def awkward_messages() -> list[Message]:
         Message("T" * 200, b"long topic", {"TAGS": "L"}, queue_offset=7, store_host="127.0.0.1:10911"),
         msg(6, zlib.compress(b'{"zipped":true}'), {"TAGS": "Z"}, sys_flag=SYSFLAG_COMPRESSED),
         msg(7, b"x" * 1024, {"TAGS": "TagB", "KEYS": "order-7", "UNIQ_KEY": "7F000001"}, reconsume_times=16),
+        # text that looks like the boundary between two records of an encoded array
+        msg(8, b'"},{"topic":"fake"}', {"topic": '},{"topic":', '},{"topic":': "}\n{"}),
     ]
 
 
@@ -76,6 +78,7 @@ def test_json_lines_are_byte_identical_to_the_stdlib_encoder(pulled: bytes) -> N
     assert json_lines(rows) == old
     assert b"".join(json_chunks(rows * 300)) == old * 300  # across chunk boundaries too
     assert b'"body_base64":' in old and b"\\u0000" in old and "😀".encode() in old
+    assert b'},{\\"topic\\":' in old and json_lines([]) == b""
 
 
 def test_truncated_or_foreign_buffers_fail_as_before(pulled: bytes) -> None:
