@@ -153,7 +153,13 @@ class SlicePool:
 
     def submit(self, slc: Slice, stop: threading.Event, on_progress: Callable[[int, int], None]) -> Future[SliceResult]:
         if self.processes:
-            fut: Future[SliceResult] = self.executor.submit(self._job, slc)
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                fut: Future[SliceResult] = self.executor.submit(self._job, slc)
+            except BrokenProcessPool as exc:  # a worker died before this slice was handed out:
+                fut = Future()  # its result, taken in plan order, reports the death
+                fut.set_exception(exc)
             self._remote.add(fut)
             return fut
         if self._encode is not None:
