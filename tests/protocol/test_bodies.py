@@ -3,6 +3,8 @@ bodies brokers write decode and encode back to the same bytes."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -220,3 +222,48 @@ def test_old_route_spelling_and_standard_json() -> None:
     standard = route.encode(standard=True)
     assert b'"brokerAddrs":{"0":"h:1","1":"h:2"}' in standard and b"\\u540d" in standard
     assert TopicRouteData.decode(standard) == route
+
+
+# -- bodies captured from real brokers ----------------------------------------------------------
+
+#: version -> request -> the body a real broker (one broker-a, topic GoldenTopic with 2 queues and
+#: 3 messages in each, group golden_group committed at 2 on queue 0) answered
+REAL = json.loads((Path(__file__).parent / "real_broker_bodies.json").read_text(encoding="utf-8"))
+REAL_KINDS: dict[str, Any] = {
+    "all_consumer_offsets": ConsumerOffsetTable,
+    "broker_consume_stats": ConsumeStatsListBody,
+    "cluster_info": ClusterInfo,
+    "consume_by_who": GroupList,
+    "consume_stats": ConsumeStatsBody,
+    "reset_offset": ResetOffsetBody,
+    "route": TopicRouteData,
+    "route_standard": TopicRouteData,
+    "runtime_info": KVTable,
+    "subscription_groups": SubscriptionGroupWrapper,
+    "topic_list": TopicList,
+    "topic_stats": TopicStatsTable,
+}
+GOLDEN_MQ0 = MessageQueue("GoldenTopic", "broker-a", 0)
+
+
+@pytest.mark.parametrize("version", sorted(REAL))
+@pytest.mark.parametrize("request_name", sorted(REAL_KINDS))
+def test_real_broker_bodies_encode_back_byte_identical(version: str, request_name: str) -> None:
+    text = REAL[version][request_name].encode()
+    value = REAL_KINDS[request_name].decode(text)
+    assert value.encode(**({"standard": True} if request_name == "route_standard" else {})) == text
+
+
+@pytest.mark.parametrize("version", sorted(REAL))
+def test_real_broker_values(version: str) -> None:
+    real = REAL[version]
+    stats = ConsumeStatsBody.decode(real["consume_stats"])
+    assert stats.offset_table[GOLDEN_MQ0].consumer_offset == stats.offset_table[GOLDEN_MQ0].pull_offset == 2
+    assert TopicStatsTable.decode(real["topic_stats"]).offset_table[GOLDEN_MQ0].max_offset == 3
+    listed = dict(ConsumeStatsListBody.decode(real["broker_consume_stats"]).groups)
+    (golden,) = listed["golden_group"]
+    assert golden.offset_table[GOLDEN_MQ0].pull_offset == 0  # a broker's ConsumeStatsList leaves it unset
+    assert ConsumerOffsetTable.decode(real["all_consumer_offsets"]).offset_table == {"GoldenTopic@golden_group": {0: 2}}
+    assert KVTable.decode(real["runtime_info"]).table["brokerVersionDesc"] == "V" + version.replace(".", "_")
+    assert TopicRouteData.decode(real["route_standard"]) == TopicRouteData.decode(real["route"])
+    assert "golden_group" in SubscriptionGroupWrapper.decode(real["subscription_groups"]).subscription_group_table
