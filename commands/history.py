@@ -207,13 +207,12 @@ def _prune(ctx: Context, params: HistoryParams, found: list[journal.Entry]) -> P
     older than --older-than (each limit given must agree). A group's newest change always keeps
     its backup; files outside $MQADMIN_HOME/backups (a --backup PATH) are never touched."""
     import os
-    import time
 
     from mqadmin.config import default_home
     from mqadmin.safety import backup_dir
 
     home = os.path.realpath(backup_dir(default_home()))
-    cutoff = int(time.time() * 1000) - params.age_ms if params.age_ms is not None else None
+    cutoff = ctx.now - params.age_ms if params.age_ms is not None else None
     by_group: dict[str, list[journal.Entry]] = {}
     for e in found:
         if e.record.get("backup"):

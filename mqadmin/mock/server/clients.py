@@ -11,7 +11,7 @@ from mqadmin import fastjson, names
 from mqadmin.message import java_string_hash
 from mqadmin.mock.model import ClientInfo
 from mqadmin.mock.server.messages import parse_tags
-from mqadmin.mock.server.role import bad, now_ms
+from mqadmin.mock.server.role import bad
 from mqadmin.model import ClientConnection, MessageQueue
 from mqadmin.protocol import versions
 from mqadmin.protocol.bodies import ConsumerConnectionBody, ConsumerIdList, ResetOffsetBody, ResetOffsetBodyForC
@@ -19,6 +19,7 @@ from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode, version_name
 from mqadmin.protocol.constants import EXPRESSION_TAG, SUBSCRIBE_ALL
 from mqadmin.protocol.headers import ConsumerGroupHeader, ConsumerRunningInfoHeader, UnregisterClientHeader
+from mqadmin.timeparse import now_ms
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
