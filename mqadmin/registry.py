@@ -193,14 +193,3 @@ def suggestions(name: str) -> list[str]:
 
     close = difflib.get_close_matches(key, list(canonical), n=1, cutoff=0.5)
     return [canonical[close[0]]] if close else []
-
-
-def temporarily_registered(cls: type[SubCommand]) -> Callable[[], None]:
-    """Register for a test and return the undo."""
-    register(cls)
-
-    def undo() -> None:
-        for key in (cls.name.lower(), cls.kebab().lower()):
-            _REGISTRY.pop(key, None)
-
-    return undo

@@ -11,7 +11,8 @@ import pytest
 from mqadmin.cli import options_of
 from mqadmin.command_table import BUILTIN, command_rows
 from mqadmin.errors import UsageError
-from mqadmin.registry import SubCommand, commands, lookup, temporarily_registered
+from mqadmin.registry import SubCommand, commands, lookup
+from tests.support.plugins import temporarily_registered
 
 #: option letters each command shares with the Java mqadmin (ResetOffsetByTimeCommand,
 #: ConsumerProgressSubCommand); -n is everyone's name server option (ServerUtil).
