@@ -32,6 +32,8 @@ __all__ = [
     "ConsumerRunningInfoBody",
     "GroupList",
     "KVTable",
+    "LockBatchRequestBody",
+    "LockBatchResponseBody",
     "ResetOffsetBody",
     "ResetOffsetBodyForC",
     "SubscriptionGroupWrapper",
@@ -508,6 +510,52 @@ class ConsumerConnectionBody:
 
 
 @dataclass(frozen=True)
+class LockBatchRequestBody:
+    """LOCK_BATCH_MQ's and UNLOCK_BATCH_MQ's request: an orderly consumer's queues to (un)lock."""
+
+    consumer_group: str
+    client_id: str
+    mq_set: list[MessageQueue]
+    only_this_broker: bool = False
+
+    def encode(self) -> bytes:
+        doc = {
+            "clientId": self.client_id,
+            "consumerGroup": self.consumer_group,
+            "mqSet": self.mq_set,
+            "onlyThisBroker": self.only_this_broker,
+        }
+        return fastjson.dumps(doc).encode()
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> LockBatchRequestBody:
+        doc = _load(data, "LockBatchRequestBody")
+        try:
+            mqs = [fastjson.to_message_queue(m) for m in doc.get("mqSet") or []]
+            return cls(str(doc["consumerGroup"]), str(doc["clientId"]), mqs, bool(doc.get("onlyThisBroker", False)))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise _wrap("lock request", exc) from None
+
+
+@dataclass(frozen=True)
+class LockBatchResponseBody:
+    """LOCK_BATCH_MQ's answer: the queues the client holds now."""
+
+    lock_ok_mq_set: list[MessageQueue]
+
+    def encode(self) -> bytes:
+        return fastjson.dumps({"lockOKMQSet": self.lock_ok_mq_set}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> LockBatchResponseBody:
+        doc = _load(data, "LockBatchResponseBody")
+        try:
+            return cls([fastjson.to_message_queue(m) for m in doc.get("lockOKMQSet") or []])
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise _wrap("lock answer", exc) from None
+
+
+@dataclass(frozen=True)
 class ConsumerRunningInfoBody:
     """GET_CONSUMER_RUNNING_INFO's ConsumerRunningInfo, as far as mqadmin reads it: the queues
     the client holds (mqTable, keyed by queue objects) and what it says of itself."""
@@ -608,6 +656,8 @@ BODIES: Final[tuple[type, ...]] = (
     ConsumerRunningInfoBody,
     GroupList,
     KVTable,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
     ResetOffsetBody,
     ResetOffsetBodyForC,
     SubscriptionGroupWrapper,

@@ -23,6 +23,8 @@ from mqadmin.protocol.bodies import (
     ConsumeStatsListBody,
     GroupList,
     KVTable,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
     ResetOffsetBody,
     ResetOffsetBodyForC,
     SubscriptionGroupWrapper,
@@ -112,6 +114,8 @@ SAMPLES: dict[type, list[Any]] = {
     ],
     GroupList: [GroupList(["g1", ODD]), GroupList([])],
     KVTable: [KVTable({"brokerVersionDesc": "V5_3_3", "brokerVersion": "475", "runtime": "[ 0 days ]", ODD: ""})],
+    LockBatchRequestBody: [LockBatchRequestBody(ODD, "c1", [MQ0, RETRY], only_this_broker=True)],
+    LockBatchResponseBody: [LockBatchResponseBody([MQ1, MQ0]), LockBatchResponseBody([])],
     ResetOffsetBody: [ResetOffsetBody({MQ0: 1180, RETRY: -1}), ResetOffsetBody({})],
     ResetOffsetBodyForC: [ResetOffsetBodyForC({MQ0: 1180, MessageQueue(ODD, ODD, 7): 2**63 - 1})],
     SubscriptionGroupWrapper: [

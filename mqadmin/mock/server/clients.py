@@ -14,7 +14,15 @@ from mqadmin.mock.server.messages import parse_tags
 from mqadmin.mock.server.role import bad
 from mqadmin.model import ClientConnection, MessageQueue
 from mqadmin.protocol import versions
-from mqadmin.protocol.bodies import ConsumerConnectionBody, ConsumerIdList, ResetOffsetBody, ResetOffsetBodyForC
+from mqadmin.protocol.bodies import (
+    BodyError,
+    ConsumerConnectionBody,
+    ConsumerIdList,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    ResetOffsetBody,
+    ResetOffsetBodyForC,
+)
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode, version_name
 from mqadmin.protocol.constants import EXPRESSION_TAG, SUBSCRIBE_ALL
@@ -187,7 +195,7 @@ def lock_batch(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Remo
             if holder is None or holder[0] == client_id or now - holder[1] > LOCK_LIVE_S:
                 role.locks[(group, mq)] = (client_id, now)
                 locked.append(mq)
-    return role.reply(req, body=fastjson.dumps({"lockOKMQSet": sorted(locked)}).encode())
+    return role.reply(req, body=LockBatchResponseBody(sorted(locked)).encode())
 
 
 def unlock_batch(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -202,11 +210,10 @@ def unlock_batch(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
 
 def _lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
     try:
-        data = fastjson.loads(body)
-        mqs = [fastjson.to_message_queue(m) for m in data.get("mqSet") or []]
-        return str(data["clientId"]), str(data["consumerGroup"]), mqs
-    except (ValueError, KeyError, TypeError, AttributeError):
+        request = LockBatchRequestBody.decode(body)
+    except BodyError:
         raise bad(ResponseCode.SYSTEM_ERROR, "the request body is not a LockBatchRequestBody") from None
+    return request.client_id, request.consumer_group, request.mq_set
 
 
 # -- pushes to consumers -----------------------------------------------------------------------
