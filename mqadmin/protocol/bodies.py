@@ -170,16 +170,24 @@ class ConsumeStatsListBody:
                         stats = []
                         for one in per_topic or []:
                             rows: dict[MessageQueue, OffsetWrapper] = {}
-                            pull = False
+                            w: Mapping[str, Any] = {_PULL_OFFSET: 0}  # no rows: as 5.x
                             for key, w in (one.get("offsetTable") or {}).items():
                                 mq = queues.get(key) if isinstance(key, str) else None
                                 if mq is None:
                                     mq = fastjson.to_message_queue(key)
                                     if isinstance(key, str):
                                         queues[key] = mq
-                                rows[mq] = _wrapper(w, trust_pull_offset)
-                                pull = pull or _PULL_OFFSET in w
-                            stats.append(ConsumeStatsBody(rows, float(one.get("consumeTps", 0.0)), pull or not rows))
+                                # _wrapper, inlined: this loop runs once per queue of every group
+                                consumer = int(w.get(_CONSUMER_OFFSET, 0))
+                                rows[mq] = OffsetWrapper(
+                                    int(w.get(_BROKER_OFFSET, 0)),
+                                    consumer,
+                                    int(w.get(_LAST_TIMESTAMP, 0)),
+                                    int(w.get(_PULL_OFFSET, consumer)) if trust_pull_offset else consumer,
+                                )
+                            # a broker writes every row of a list alike: the last says for all
+                            tps = float(one.get("consumeTps", 0.0))
+                            stats.append(ConsumeStatsBody(rows, tps, _PULL_OFFSET in w))
                         groups.append((str(group), stats))
             return cls(
                 str(doc.get("brokerAddr") or ""),

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Final, TypeVar
 
-from mqadmin import errors
+from mqadmin import errors, fastjson
 from mqadmin.model import (
     BrokerData,
     ClientConnection,
@@ -195,16 +195,21 @@ def broker_consume_stats(
 ) -> dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]]:
     """ConsumeStatsList: group -> (rows, tps), summed over the group's topics. The broker leaves
     the rows' pullOffset unset: each is read as the committed offset."""
-    try:
-        listed = bodies.ConsumeStatsListBody.decode(reply.body, trust_pull_offset=False)
-    except bodies.BodyError as exc:
-        raise MalformedReply(f"cannot read the broker consume stats from {addr}: {exc}", addr) from None
     out: dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]] = {}
-    for group, per_topic in listed.groups:
-        rows: dict[MessageQueue, OffsetWrapper] = {}
-        for stats in per_topic:
-            rows.update(stats.offset_table)
-        out[group] = (rows, sum((s.consume_tps for s in per_topic), 0.0))
+    # the collector stays paused while the many small acyclic objects are kept (as in decode)
+    with fastjson.collector_paused():
+        try:
+            listed = bodies.ConsumeStatsListBody.decode(reply.body, trust_pull_offset=False)
+        except bodies.BodyError as exc:
+            raise MalformedReply(f"cannot read the broker consume stats from {addr}: {exc}", addr) from None
+        for group, per_topic in listed.groups:
+            if len(per_topic) == 1:  # the common case: the group's one topic, its rows as they are
+                out[group] = (per_topic[0].offset_table, 0.0 + per_topic[0].consume_tps)
+                continue
+            rows: dict[MessageQueue, OffsetWrapper] = {}
+            for stats in per_topic:
+                rows.update(stats.offset_table)
+            out[group] = (rows, sum((s.consume_tps for s in per_topic), 0.0))
     return out
 
 
