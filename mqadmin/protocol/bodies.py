@@ -80,15 +80,14 @@ def _wrapper_json(w: OffsetWrapper, pull_offset: bool) -> str:
     )
 
 
-def _wrapper(row: Mapping[str, Any], trust_pull_offset: bool = True) -> OffsetWrapper:
+def _wrapper(row: Mapping[str, Any]) -> OffsetWrapper:
     consumer = int(row.get(_CONSUMER_OFFSET, 0))
-    # 4.x has no pullOffset: nothing is known in flight beyond the committed offset
-    pull = int(row.get(_PULL_OFFSET, consumer)) if trust_pull_offset else consumer
     return OffsetWrapper(
         broker_offset=int(row.get(_BROKER_OFFSET, 0)),
         consumer_offset=consumer,
         last_timestamp=int(row.get(_LAST_TIMESTAMP, 0)),
-        pull_offset=pull,
+        # 4.x has no pullOffset: nothing is known in flight beyond the committed offset
+        pull_offset=int(row.get(_PULL_OFFSET, consumer)),
     )
 
 
