@@ -4,9 +4,10 @@ and the one decision ``--engine auto|local|spark`` makes for both commands."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from mqadmin.commands._options import require_spark, spark_conf, spark_unavailable
+from mqadmin.commands._options import parse_now, require_spark, spark_conf, spark_unavailable
 
 from mqadmin.errors import UsageError
 
@@ -35,9 +36,9 @@ class EngineParams:
     def __post_init__(self) -> None:
         if self.slice_size < 1:
             raise UsageError("--slice-size must be at least 1")
-        self.conf  # noqa: B018 (a bad --spark-conf pair is a usage error before anything runs)
+        parse_now(self, "conf")
 
-    @property
+    @cached_property
     def conf(self) -> dict[str, str]:
         """The --spark-conf pairs as a dict."""
         return spark_conf(self.spark_conf)

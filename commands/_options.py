@@ -36,6 +36,13 @@ def required(opt: Opt) -> Opt:
     return dataclasses.replace(opt, required=True)
 
 
+def parse_now(params: object, *names: str) -> None:
+    """Parse the named options of ``params`` (its cached properties) at once, so that a bad value
+    is a usage error before any broker work; later reads reuse what was parsed here."""
+    for name in names:
+        getattr(params, name)
+
+
 def parse_bool(text: str, flag: str) -> bool:
     """The Java tool reads only "true" as true and anything else as false; so that a typo never
     means the opposite of what was meant, only true and false are accepted."""

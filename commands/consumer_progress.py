@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from mqadmin.commands._common import (
@@ -13,7 +14,7 @@ from mqadmin.commands._common import (
     missing_brokers_failure,
     store_time_at,
 )
-from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC, parse_bool
+from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC, parse_bool, parse_now
 from mqadmin.commands._progress import (
     CONSUME_TYPES,
     AllGroupsProgress,
@@ -71,10 +72,9 @@ class ConsumerProgressParams:
     warn_lag_time: str | None
 
     def __post_init__(self) -> None:
-        self.max_lag_time_ms  # noqa: B018 (a duration that cannot be read is a usage error here)
+        parse_now(self, "max_lag_time_ms", "show_ip")
         if self.health:
-            self.health_rules  # noqa: B018 (as above: bad values are usage errors before any request)
-            self.fail_level  # noqa: B018
+            parse_now(self, "health_rules", "fail_level")
         else:
             given = [
                 flag
@@ -90,7 +90,6 @@ class ConsumerProgressParams:
                 raise errors.UsageError(f"{', '.join(given)}: options of --health; add --health")
         if self.max_lag is not None and self.max_lag < 0:
             raise errors.UsageError("--max-lag must be 0 or more")
-        self.show_ip  # noqa: B018 (-s takes true or false only: a usage error here)
         if self.partial and self.local_store:
             raise errors.UsageError(
                 "--partial is about brokers that do not answer; --local-store reads no broker's offsets"
@@ -99,15 +98,15 @@ class ConsumerProgressParams:
             where = "-g" if self.group else "--local-store"
             raise errors.UsageError(f"--no-clients is for the all-groups view of the brokers, not with {where}")
 
-    @property
+    @cached_property
     def show_ip(self) -> bool:
         return parse_bool(self.show_client_ip, "-s/--showClientIP") if self.show_client_ip else False
 
-    @property
+    @cached_property
     def max_lag_time_ms(self) -> int | None:
         return parse_duration_ms(self.max_lag_time) if self.max_lag_time else None
 
-    @property
+    @cached_property
     def health_rules(self) -> Rules:
         if self.health_samples < 2:
             raise errors.UsageError("--health-samples must be 2 or more: a window needs two samples to compare")
@@ -117,7 +116,7 @@ class ConsumerProgressParams:
         warn = parse_duration_ms(self.warn_lag_time) if self.warn_lag_time is not None else None
         return Rules(self.health_samples, max_age, warn)
 
-    @property
+    @cached_property
     def fail_level(self) -> Status:
         return parse_level(self.fail_on)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.commands._options import DRY_RUN, GROUP, REASON, TOPIC, YES
+from mqadmin.commands._options import DRY_RUN, GROUP, REASON, TOPIC, YES, parse_now
 from mqadmin.commands._reset import FORCE_STALE, NO_WAIT
 from mqadmin.commands.restore_offset import CLAMP, OTHER_CLUSTER
 
@@ -58,9 +59,9 @@ class HistoryParams:
         if self.last is not None and self.last < 1:
             raise errors.UsageError("--last must be at least 1")
         if self.older_than is not None:
-            self.age_ms  # noqa: B018 (a bad age is a usage error before anything runs)
+            parse_now(self, "age_ms")
 
-    @property
+    @cached_property
     def age_ms(self) -> int | None:
         from mqadmin.timeparse import parse_duration_ms
 
@@ -206,13 +207,12 @@ def _prune(ctx: Context, params: HistoryParams, found: list[journal.Entry]) -> P
     older than --older-than (each limit given must agree). A group's newest change always keeps
     its backup; files outside $MQADMIN_HOME/backups (a --backup PATH) are never touched."""
     import os
-    import time
 
     from mqadmin.config import default_home
     from mqadmin.safety import backup_dir
 
     home = os.path.realpath(backup_dir(default_home()))
-    cutoff = int(time.time() * 1000) - params.age_ms if params.age_ms is not None else None
+    cutoff = ctx.now - params.age_ms if params.age_ms is not None else None
     by_group: dict[str, list[journal.Entry]] = {}
     for e in found:
         if e.record.get("backup"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
@@ -25,6 +26,7 @@ from mqadmin.commands._options import (
     WHILE_RUNNING,
     YES,
     parse_bool,
+    parse_now,
     required,
 )
 from mqadmin.commands._plan import PlanRow, ResetResult
@@ -97,8 +99,7 @@ class ResetOffsetByTimeParams:
     while_running: bool
 
     def __post_init__(self) -> None:
-        self.named_topics  # noqa: B018 (-t's rules: a bad list is a usage error here)
-        self.forced  # noqa: B018
+        parse_now(self, "named_topics", "forced")  # -t's and -f's rules
         self._check_target()
         if self.queue is not None and self.broker is None:
             raise errors.UsageError("-q/--queue needs -b/--broker")
@@ -112,12 +113,12 @@ class ResetOffsetByTimeParams:
         if java:
             raise errors.UsageError(f"-s {(self.timestamp or '').strip()} {java}")
 
-    @property
+    @cached_property
     def forced(self) -> bool:
         """-f as a boolean (true or false only)."""
         return parse_bool(self.force, "-f/--force")
 
-    @property
+    @cached_property
     def named_topics(self) -> list[str]:
         """-t's topics in order; empty with --all-topics (the brokers say which)."""
         given = self.topic

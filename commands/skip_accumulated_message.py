@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from mqadmin.commands._broker_offsets import BrokerOffsets
 from mqadmin.commands._common import group_offsets, refuse_offline_write, route_of
-from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, REASON, TOPIC, YES, parse_bool, required
+from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, REASON, TOPIC, YES, parse_bool, parse_now, required
 from mqadmin.commands._plan import ResetResult
 from mqadmin.commands._reset import EXPORT, FORCE_STALE, NO_WAIT, current_rows, run_plan
 from mqadmin.commands._reset_path import PARTIAL
@@ -31,9 +32,9 @@ class SkipAccumulatedMessageParams:
     backup: str | None
 
     def __post_init__(self) -> None:
-        self.forced  # noqa: B018 (-f takes true or false: a usage error here)
+        parse_now(self, "forced")
 
-    @property
+    @cached_property
     def forced(self) -> bool:
         """-f as a boolean (true or false only)."""
         return parse_bool(self.force, "-f/--force")

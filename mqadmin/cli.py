@@ -12,7 +12,7 @@ from typing import Any
 
 from mqadmin.command_table import PROG
 from mqadmin.errors import Cancelled, CheckFailed, Interrupted, MqadminError, QuietExit, UsageError
-from mqadmin.exit_codes import ExitCode
+from mqadmin.exit_codes import ExitCode, silence_stdout
 from mqadmin.output import EXTRA_FORMATS, FORMATS, Env, Result, render, write_result
 from mqadmin.registry import Opt, SubCommand, commands, lookup
 
@@ -69,9 +69,7 @@ def run(cls: type[SubCommand], params: dict[str, Any], env: Env) -> None:
 
     # a command without the common options may use their names for its own (mockBroker --tls-cert)
     common = {k: params.pop(k) for k in list(params) if k in _COMMON} if cls.uses_broker else {}
-    watch: float | None = params.pop("watch", None)  # RUN_OPTIONS
-    output_file: str | None = params.pop("output_file", None)
-    reason: str | None = params.pop("reason", None)
+    watch, output_file, reason = (params.pop(name, None) for name in RUN_OPTIONS)
     if output_file and os.path.isdir(output_file):  # refused before any work, not after it
         raise UsageError(f"--output-file {output_file} is a directory: name the file to write")
     for opt in cls.options:
@@ -225,7 +223,7 @@ def _main(args: list[str], env: Env) -> int:
         env.error("interrupted")
         return ExitCode.INTERRUPTED
     except (BrokenPipeError, StdoutGone):  # as `seq 1000000 | head -1`: no message, 128 + SIGPIPE
-        _silence_stdout()
+        silence_stdout()
         return ExitCode.BROKEN_PIPE
     except OSError as exc:  # the file system refused: a read-only or full $MQADMIN_HOME, a bad --backup path
         if show_tb:
@@ -353,12 +351,3 @@ def _os_error_line(exc: OSError) -> str:
             "fix that, or set MQADMIN_HOME to one that is"
         )
     return what
-
-
-def _silence_stdout() -> None:
-    """After `mqadmin ... | head` closed the pipe, exit without a second error."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass

@@ -41,23 +41,15 @@ def _print(text: str) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `mqadmin --help | head`: the reader has what it wanted
-        _silence_stdout()
+        from mqadmin.exit_codes import silence_stdout
+
+        silence_stdout()
         return 1
     except OSError as exc:
         if sys.stderr is not None:
             sys.stderr.write(f"{PROG}: error: cannot write to stdout: {exc}\n")
         return 1
     return 0
-
-
-def _silence_stdout() -> None:
-    """So that the interpreter's final flush does not complain about the closed pipe again."""
-    import os
-
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def group_help(width: int | None = None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from enum import IntEnum
 
 
@@ -19,3 +21,12 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
     #: the reader of stdout went away (``| head``): what a shell reports for ``seq | head -1``
     BROKEN_PIPE = 141
+
+
+def silence_stdout() -> None:
+    """After the reader of stdout went away (``| head``): stdout to /dev/null, so that the
+    interpreter's final flush does not complain about the closed pipe a second time."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -99,16 +99,6 @@ def offset_msg_id(store_host: str, commitlog_offset: int) -> str:
     return (packed + _LONG.pack(commitlog_offset)).hex().upper()
 
 
-def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
-    """(broker address, commit-log offset) from an offset msgId (32 or 56 hex chars)."""
-    raw = bytes.fromhex(msg_id)
-    if len(raw) not in (16, 28):
-        raise ValueError(f"not an offset msgId: {msg_id}")
-    addr, pos = _unpack_host(raw, 0, len(raw) == 28)
-    (offset,) = _LONG.unpack_from(raw, pos)
-    return addr, offset
-
-
 _uniq_lock = threading.Lock()
 _uniq_counter = 0
 

@@ -55,35 +55,6 @@ class ResultBase:
     stdout_used: bool = False
 
 
-class PluginResult:
-    """A result of a command written before ``Result`` declared the members the CLI reads:
-    the ones it lacks take ``ResultBase``'s defaults, everything else is its own."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def to_json(self) -> dict[str, Any]:
-        return self._inner.to_json()  # type: ignore[no-any-return]
-
-    def table(self) -> Table:
-        return self._inner.table()  # type: ignore[no-any-return]
-
-    @property
-    def failure(self) -> str | None:
-        return getattr(self._inner, "failure", None)
-
-    @property
-    def check_failure(self) -> str | None:
-        return getattr(self._inner, "check_failure", None)
-
-    @property
-    def stdout_used(self) -> bool:
-        return bool(getattr(self._inner, "stdout_used", False))
-
-
 @dataclass
 class Env:
     """The streams and terminal facts a run uses; tests build one over StringIO."""

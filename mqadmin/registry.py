@@ -60,8 +60,8 @@ class SubCommand:
     extra_formats: ClassVar[tuple[str, ...]] = ()
     #: the command's parameters: a dataclass with one field per option (named by ``Opt.dest``,
     #: without a default: the ``Opt`` holds it) whose ``__post_init__`` checks ranges and rules
-    #: between options (a UsageError, exit 2); ``execute`` gets one instance. None, for a plugin
-    #: written before this: ``execute(ctx, **params)`` gets the parsed options as keywords.
+    #: between options (a UsageError, exit 2); ``execute`` gets one instance. Every command,
+    #: plugins too, declares one (a plugin without is not loaded).
     params_type: ClassVar[type[Any] | None] = None
 
     @classmethod
@@ -85,9 +85,7 @@ class SubCommand:
         """``execute`` over the parsed option values, to call with a context (again, for
         --watch); the parameters object is built, and so checked, here, before anything runs."""
         if cls.params_type is None:
-            from mqadmin.output import PluginResult
-
-            return lambda ctx: PluginResult(cls().execute(ctx, **values))
+            raise TypeError(f"command {cls.name} declares no params_type")
         params = cls.params_type(**values)
         return lambda ctx: cls().execute(ctx, params)
 
@@ -134,8 +132,18 @@ def _load_plugins() -> None:
 
             print(f"mqadmin: warning: command plugin {ep.name!r} ({ep.value}) failed to load: {exc}", file=sys.stderr)
             continue
-        if isinstance(obj, type) and issubclass(obj, SubCommand) and obj.name.lower() not in _REGISTRY:
-            register(obj)
+        if not (isinstance(obj, type) and issubclass(obj, SubCommand)) or obj.name.lower() in _REGISTRY:
+            continue
+        if obj.params_type is None:
+            import sys
+
+            print(
+                f"mqadmin: warning: command plugin {ep.name!r} ({ep.value}) declares no params_type"
+                " (a dataclass of its options): not loaded",
+                file=sys.stderr,
+            )
+            continue
+        register(obj)
 
 
 def commands() -> list[type[SubCommand]]:
@@ -185,14 +193,3 @@ def suggestions(name: str) -> list[str]:
 
     close = difflib.get_close_matches(key, list(canonical), n=1, cutoff=0.5)
     return [canonical[close[0]]] if close else []
-
-
-def temporarily_registered(cls: type[SubCommand]) -> Callable[[], None]:
-    """Register for a test and return the undo."""
-    register(cls)
-
-    def undo() -> None:
-        for key in (cls.name.lower(), cls.kebab().lower()):
-            _REGISTRY.pop(key, None)
-
-    return undo

@@ -44,6 +44,7 @@ def resolve_tz(name: str | None) -> tzinfo | None:
 
 
 def now_ms() -> int:
+    """Now in epoch milliseconds: the wall clock, the one place it is read as such."""
     return int(time.time() * 1000)
 
 

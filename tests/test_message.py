@@ -11,7 +11,6 @@ from mqadmin.message import (
     SYSFLAG_COMPRESSED,
     MessageDecodeError,
     decode_message,
-    decode_offset_msg_id,
     encode_message,
     iter_messages,
     java_string_hash,
@@ -20,6 +19,14 @@ from mqadmin.message import (
     read_store_timestamp,
 )
 from mqadmin.model import Message
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """(broker address, commit-log offset) of an IPv4 offset msgId, read independently of the product."""
+    raw = bytes.fromhex(msg_id)
+    assert len(raw) == 16, msg_id
+    ip, port, offset = raw[:4], struct.unpack(">i", raw[4:8])[0], struct.unpack(">q", raw[8:])[0]
+    return f"{'.'.join(map(str, ip))}:{port}", offset
 
 
 def sample(**kw: object) -> Message:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from mqadmin.cli import options_of
 from mqadmin.command_table import BUILTIN, command_rows
 from mqadmin.errors import UsageError
-from mqadmin.registry import SubCommand, commands, lookup, temporarily_registered
+from mqadmin.registry import SubCommand, commands, lookup
+from tests.support.plugins import temporarily_registered
 
 #: option letters each command shares with the Java mqadmin (ResetOffsetByTimeCommand,
 #: ConsumerProgressSubCommand); -n is everyone's name server option (ServerUtil).
@@ -56,13 +59,16 @@ def test_did_you_mean() -> None:
         lookup("zzz")
 
 
-def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[no-untyped-def]
-    from dataclasses import dataclass
+@dataclass(frozen=True)
+class NoParams:
+    """The parameters of a command without options."""
 
-    from mqadmin.output import Table
+
+def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    from mqadmin.output import ResultBase, Table
 
     @dataclass
-    class Hello:
+    class Hello(ResultBase):
         who: str
 
         def to_json(self) -> dict[str, str]:
@@ -77,8 +83,9 @@ def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[n
         name = "helloWorld"
         uses_broker = False
         options = ()
+        params_type = NoParams
 
-        def execute(self, ctx, **params):  # type: ignore[no-untyped-def]
+        def execute(self, ctx: Any, params: NoParams) -> Hello:
             return Hello("world")
 
     undo = temporarily_registered(HelloCommand)
@@ -89,12 +96,11 @@ def test_a_third_party_command_is_found_and_runs(cli) -> None:  # type: ignore[n
         undo()
 
 
-def test_a_plugin_result_still_ends_the_run_as_it_says(cli) -> None:  # type: ignore[no-untyped-def]
-    """A plugin written against **params, whose result carries only check_failure (no failure,
-    no stdout_used), is printed and then exits 3, as before the Result protocol named them."""
-    from mqadmin.output import Table
+def test_a_plugin_result_ends_the_run_as_it_says(cli) -> None:  # type: ignore[no-untyped-def]
+    """A plugin's result that sets only check_failure is printed, then the run exits 3."""
+    from mqadmin.output import ResultBase, Table
 
-    class Behind:
+    class Behind(ResultBase):
         check_failure = "group G is 7 behind"
 
         def to_json(self) -> dict[str, int]:
@@ -108,9 +114,10 @@ def test_a_plugin_result_still_ends_the_run_as_it_says(cli) -> None:  # type: ig
 
         name = "lagCheck"
         uses_broker = False
+        params_type = NoParams
 
-        def execute(self, ctx, **params):  # type: ignore[no-untyped-def]
-            assert params == {}
+        def execute(self, ctx: Any, params: NoParams) -> Behind:
+            assert params == NoParams()
             return Behind()
 
     undo = temporarily_registered(LagCheckCommand)
@@ -122,37 +129,53 @@ def test_a_plugin_result_still_ends_the_run_as_it_says(cli) -> None:  # type: ig
         undo()
 
 
+PLUGIN_MODULE = '''\
+from dataclasses import dataclass
+from mqadmin.registry import SubCommand
+from mqadmin.output import ResultBase, Table
+class R(ResultBase):
+    def to_json(self): return {"hello": "plugin"}
+    def table(self): return Table(["hello"], [["plugin"]])
+@dataclass(frozen=True)
+class P: pass
+class HelloPluginCommand(SubCommand):
+    """Say hello from a plugin."""
+    name = "helloPlugin"
+    uses_broker = False
+    params_type = P
+    def execute(self, ctx, params): return R()
+class UntypedCommand(SubCommand):
+    """Takes its options as keywords."""
+    name = "untyped"
+    uses_broker = False
+    def execute(self, ctx, **params): return R()
+'''
+
+
 def test_third_party_commands_come_from_the_entry_point_group(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A plugin distribution registers its command under the mqadmin.commands group; a broken
-    plugin is reported and skipped, the built-in commands keep working."""
+    plugin, or one without a params_type, is reported and skipped, the others keep working."""
     import subprocess
     import sys
 
     dist = tmp_path / "site"
     (dist / "mqadmin_hello").mkdir(parents=True)
-    (dist / "mqadmin_hello" / "__init__.py").write_text(
-        "from mqadmin.registry import SubCommand\n"
-        "from mqadmin.output import Table\n"
-        "class R:\n"
-        "    def to_json(self): return {'hello': 'plugin'}\n"
-        "    def table(self): return Table(['hello'], [['plugin']])\n"
-        "class HelloPluginCommand(SubCommand):\n"
-        "    '''Say hello from a plugin.'''\n"
-        "    name = 'helloPlugin'\n"
-        "    uses_broker = False\n"
-        "    def execute(self, ctx, **params): return R()\n"
-    )
+    (dist / "mqadmin_hello" / "__init__.py").write_text(PLUGIN_MODULE)
     info = dist / "mqadmin_hello-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mqadmin-hello\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         "[mqadmin.commands]\nhelloPlugin = mqadmin_hello:HelloPluginCommand\nbroken = mqadmin_missing:Nope\n"
+        "untyped = mqadmin_hello:UntypedCommand\n"
     )
     env = {**__import__("os").environ, "PYTHONPATH": str(dist)}
     listed = subprocess.run([sys.executable, "-m", "mqadmin", "--help"], capture_output=True, text=True, env=env)
     assert "helloPlugin" in listed.stdout and "'broken'" in listed.stderr
+    assert "untyped" not in listed.stdout and "'untyped'" in listed.stderr and "params_type" in listed.stderr
     ran = subprocess.run([sys.executable, "-m", "mqadmin", "hello-plugin"], capture_output=True, text=True, env=env)
     assert ran.returncode == 0 and "plugin" in ran.stdout
+    refused = subprocess.run([sys.executable, "-m", "mqadmin", "untyped"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "unknown command 'untyped'" in refused.stderr
 
 
 def test_the_builtin_table_names_each_command_class() -> None:

@@ -23,13 +23,10 @@ from mqadmin.mock.store import BatchFields, BatchItem, BrokerStore, ConsumeQueue
 from mqadmin.model import ConsumeStats, Message
 from mqadmin.protocol import versions
 from mqadmin.protocol.constants import DEFAULT_MAX_RECONSUME_TIMES, DLQ_PREFIX, RETRY_PREFIX
+from mqadmin.timeparse import now_ms
 
 #: no record is larger (4 MiB body + 32 KiB properties + header, with room to spare)
 MAX_RECORD_SIZE = 8 * 1024 * 1024
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
-from mqadmin import errors, fastjson
+from mqadmin import errors
 from mqadmin.model import (
     LIVE_CLUSTER,
     BrokerData,
@@ -28,6 +28,7 @@ from mqadmin.model import (
     QueueStats,
     in_queue_order,
 )
+from mqadmin.protocol.bodies import ConsumerConnectionBody
 from mqadmin.protocol.codec import DEFAULT_LANGUAGE, RemotingCommand
 from mqadmin.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from mqadmin.protocol.constants import RETRY_PREFIX
@@ -119,11 +120,7 @@ class RemotingAdmin(MessageSession):
 
     def list_topics(self) -> list[str]:
         addr, reply = self._namesrv(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-        data = replies.body(addr, reply, "topic list")
-        try:
-            return sorted({str(t) for t in data.get("topicList") or []})
-        except AttributeError as exc:
-            raise MalformedReply(f"unexpected topic list from {addr}: {exc!r}", addr) from None
+        return replies.topic_list(addr, reply)
 
     def list_groups(self, *, subscribed: bool = False) -> list[str]:
         """Groups as the Java tool finds them: one per ``%RETRY%group`` topic. ``subscribed``: the
@@ -351,15 +348,13 @@ class RemotingAdmin(MessageSession):
         self, group: str, calls: Sequence[tuple[str, RemotingCommand]], answers: Replies
     ) -> ConsumerConnection:
         """Merge one group's GET_CONSUMER_CONNECTION_LIST replies; ConsumerNotOnline when nobody is."""
-        bodies: list[dict[str, Any]] = []
+        bodies: list[ConsumerConnectionBody] = []
         first_error: errors.MqadminError | None = None
         not_online: tuple[str, RemotingCommand] | None = None
         for (addr, _), reply in zip(calls, answers, strict=True):
             if isinstance(reply, RemotingCommand):
                 if reply.code == ResponseCode.SUCCESS:
-                    body = replies.body(addr, reply, "consumer connections")
-                    if isinstance(body, dict):
-                        bodies.append(body)
+                    bodies.append(replies.consumer_connection(addr, reply))
                     continue
                 # "not online" on one broker is normal when others know the clients; its error
                 # is built only if it is the answer (with thousands of offline groups, it mostly is not)
@@ -447,14 +442,7 @@ class RemotingAdmin(MessageSession):
         calls = [(addr, request) for addr in addrs]
         table: dict[MessageQueue, int] = {}
         for (addr, _), reply in zip(calls, self._fan_out(calls, idempotent=False), strict=True):
-            reply = self._checked(addr, reply)
-            if not reply.body:
-                continue
-            data = replies.body(addr, reply, "reset result")
-            try:
-                table.update({mq: int(o) for mq, o in fastjson.mq_table(data.get("offsetTable") or {}).items()})
-            except (AttributeError, TypeError, ValueError) as exc:
-                raise MalformedReply(f"unexpected reset result from {addr}: {exc!r}", addr) from None
+            table.update(replies.reset_table(addr, self._checked(addr, reply)))
         return in_queue_order(table)
 
 

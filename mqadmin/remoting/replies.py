@@ -7,8 +7,8 @@ when a body or header field is not what a Java server sends.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Final, TypeVar
 
 from mqadmin import errors, fastjson
 from mqadmin.model import (
@@ -20,23 +20,30 @@ from mqadmin.model import (
     QueueData,
     QueueStats,
 )
+from mqadmin.protocol import bodies
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode, version_name
-from mqadmin.protocol.constants import PERM_READ_WRITE, SUBSCRIBE_ALL
+from mqadmin.protocol.constants import SUBSCRIBE_ALL
 
 __all__ = [
     "PULL_STATUS",
     "SEND_STORED",
     "MalformedReply",
-    "body",
+    "broker_config",
     "broker_consume_stats",
-    "broker_data",
+    "cluster_info",
     "consume_stats",
+    "consumer_connection",
+    "decoded",
     "ext_int",
     "merge_connections",
     "pull_status",
-    "queue_datas",
+    "reset_table",
+    "route",
+    "running_queues",
     "runtime_version",
+    "subscription_group_names",
+    "topic_list",
     "topic_stats",
 ]
 
@@ -85,12 +92,15 @@ def ext_int(addr: str, reply: RemotingCommand, name: str) -> int:
     return value
 
 
-def body(addr: str, reply: RemotingCommand, what: str) -> Any:
-    """The reply's JSON body (fastjson's dialect)."""
+_B = TypeVar("_B")
+
+
+def decoded(addr: str, reply: RemotingCommand, decode: Callable[[bytes], _B]) -> _B:
+    """The reply's body read by ``decode`` (a body class's, mqadmin.protocol.bodies)."""
     try:
-        return fastjson.loads(reply.body)
-    except ValueError as exc:
-        raise MalformedReply(f"cannot read the {what} from {addr}: {exc}", addr) from None
+        return decode(reply.body)
+    except bodies.BodyError as exc:
+        raise MalformedReply(f"cannot read the reply of {addr}: {exc}", addr) from None
 
 
 def pull_status(reply: RemotingCommand) -> str | None:
@@ -106,26 +116,18 @@ def pull_status(reply: RemotingCommand) -> str | None:
 # -- name server ------------------------------------------------------------------------------
 
 
-def broker_data(raw: Mapping[str, Any]) -> BrokerData:
-    addrs = {int(k): str(v) for k, v in (raw.get("brokerAddrs") or {}).items()}
-    return BrokerData(str(raw["brokerName"]), str(raw.get("cluster") or ""), addrs)
+def cluster_info(addr: str, reply: RemotingCommand) -> tuple[list[BrokerData], dict[str, list[str]]]:
+    """GET_BROKER_CLUSTER_INFO: the broker sets by name, and the broker names by cluster."""
+    info = decoded(addr, reply, bodies.ClusterInfo.decode)
+    return sorted(info.broker_addr_table.values(), key=lambda b: b.broker_name), info.cluster_addr_table
 
 
-def queue_datas(data: Mapping[str, Any]) -> list[QueueData]:
-    """A route's queueDatas, by broker name."""
-    return sorted(
-        (
-            QueueData(
-                str(q["brokerName"]),
-                int(q.get("readQueueNums", 0)),
-                int(q.get("writeQueueNums", 0)),
-                int(q.get("perm", PERM_READ_WRITE)),
-                # spelled topicSynFlag up to 4.8
-                int(q.get("topicSysFlag", q.get("topicSynFlag", 0))),
-            )
-            for q in data.get("queueDatas") or []
-        ),
-        key=lambda q: q.broker_name,
+def route(addr: str, reply: RemotingCommand) -> tuple[list[BrokerData], list[QueueData]]:
+    """GET_ROUTEINFO_BY_TOPIC: the broker sets and queue datas, each by broker name."""
+    data = decoded(addr, reply, bodies.TopicRouteData.decode)
+    return (
+        sorted(data.brokers, key=lambda b: b.broker_name),
+        sorted(data.queues, key=lambda q: q.broker_name),
     )
 
 
@@ -141,17 +143,17 @@ def _java_version_text(desc: str) -> str:
 
 def runtime_version(addr: str, reply: RemotingCommand) -> str:
     """A broker's version from GET_BROKER_RUNTIME_INFO, else from the ordinal any reply carries."""
-    table: Mapping[str, Any] = {}
+    table: Mapping[str, str] = {}
     if reply.code == ResponseCode.SUCCESS:
         try:
-            table = body(addr, reply, "runtime info").get("table") or {}
-        except (MalformedReply, AttributeError):
+            table = bodies.KVTable.decode(reply.body).table
+        except bodies.BodyError:
             pass
     desc = table.get("brokerVersionDesc")
     if isinstance(desc, str) and desc:
         return _java_version_text(desc)
     ordinal = table.get("brokerVersion")
-    if isinstance(ordinal, str) and ordinal.isdigit():
+    if ordinal is not None and ordinal.isdigit():
         return _java_version_text(version_name(int(ordinal)))
     return _java_version_text(version_name(reply.version)) if reply.version > 0 else ""
 
@@ -171,22 +173,12 @@ def broker_config(reply: RemotingCommand) -> dict[str, str] | None:
 
 def subscription_group_names(addr: str, reply: RemotingCommand) -> set[str]:
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: the names in its subscriptionGroupTable."""
-    table = body(addr, reply, "subscription groups").get("subscriptionGroupTable") or {}
-    if not isinstance(table, Mapping):
-        raise MalformedReply(f"unexpected subscription groups from {addr}: {type(table).__name__}", addr)
-    return {str(name) for name in table}
+    return set(decoded(addr, reply, bodies.SubscriptionGroupWrapper.decode).subscription_group_table)
 
 
 def topic_stats(addr: str, reply: RemotingCommand) -> dict[MessageQueue, QueueStats]:
     """GET_TOPIC_STATS_INFO: each queue's bounds and last update."""
-    try:
-        data = fastjson.loads_queue_keyed(reply.body)
-        return {
-            mq: QueueStats(int(row.get("minOffset", 0)), int(row["maxOffset"]), int(row.get("lastUpdateTimestamp", 0)))
-            for mq, row in fastjson.mq_table(data.get("offsetTable") or {}).items()
-        }
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise MalformedReply(f"unexpected topic stats from {addr}: {exc!r}", addr) from None
+    return decoded(addr, reply, bodies.TopicStatsTable.decode).offset_table
 
 
 # -- groups -----------------------------------------------------------------------------------
@@ -194,91 +186,67 @@ def topic_stats(addr: str, reply: RemotingCommand) -> dict[MessageQueue, QueueSt
 
 def consume_stats(addr: str, reply: RemotingCommand) -> tuple[dict[MessageQueue, OffsetWrapper], float]:
     """GET_CONSUME_STATS: (rows, consume TPS)."""
-    data = body(addr, reply, "consume stats")
-    try:
-        rows: dict[MessageQueue, OffsetWrapper] = {}
-        for mq, w in fastjson.mq_table(data.get("offsetTable") or {}).items():
-            consumer = int(w.get("consumerOffset", 0))
-            rows[mq] = OffsetWrapper(
-                broker_offset=int(w.get("brokerOffset", 0)),
-                consumer_offset=consumer,
-                last_timestamp=int(w.get("lastTimestamp", 0)),
-                # 4.x has no pullOffset: nothing is known in flight beyond the committed offset
-                pull_offset=int(w.get("pullOffset", consumer)),
-            )
-        return rows, float(data.get("consumeTps", 0.0))
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise MalformedReply(f"unexpected consume stats from {addr}: {exc!r}", addr) from None
+    stats = decoded(addr, reply, bodies.ConsumeStatsBody.decode)
+    return stats.offset_table, stats.consume_tps
 
 
 def broker_consume_stats(
     addr: str, reply: RemotingCommand
 ) -> dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]]:
-    """ConsumeStatsList: ``[{group: [ConsumeStats per topic]}]`` -> group -> (rows, tps).
-
-    The body of a broker with 10,000 groups is megabytes of small objects, all acyclic: the
-    cyclic collector is paused while they are built (it walked them several times, a third of
-    the parse), and each queue key, repeated by every group on the queue, is read once."""
-    queues: dict[Any, MessageQueue] = {}
-    try:
-        with fastjson.collector_paused():
-            data = fastjson.loads_queue_keyed(reply.body)
-            out: dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]] = {}
-            for entry in data.get("consumeStatsList") or []:
-                for group, per_topic in entry.items():
-                    rows: dict[MessageQueue, OffsetWrapper] = {}
-                    group_tps = 0.0
-                    for stats in per_topic or []:
-                        for key, w in (stats.get("offsetTable") or {}).items():
-                            mq = queues.get(key) if isinstance(key, str) else None
-                            if mq is None:
-                                mq = fastjson.to_message_queue(key)
-                                if isinstance(key, str):
-                                    queues[key] = mq
-                            consumer = int(w.get("consumerOffset", 0))
-                            rows[mq] = OffsetWrapper(
-                                broker_offset=int(w.get("brokerOffset", 0)),
-                                consumer_offset=consumer,
-                                last_timestamp=int(w.get("lastTimestamp", 0)),
-                                pull_offset=consumer,  # the broker leaves it unset here
-                            )
-                        group_tps += float(stats.get("consumeTps", 0.0))
-                    out[str(group)] = (rows, group_tps)
-        return out
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise MalformedReply(f"unexpected broker consume stats from {addr}: {exc!r}", addr) from None
+    """ConsumeStatsList: group -> (rows, tps), summed over the group's topics. The broker leaves
+    the rows' pullOffset unset: each is read as the committed offset."""
+    out: dict[str, tuple[dict[MessageQueue, OffsetWrapper], float]] = {}
+    # the collector stays paused while the many small acyclic objects are kept (as in decode)
+    with fastjson.collector_paused():
+        try:
+            listed = bodies.ConsumeStatsListBody.decode(reply.body, trust_pull_offset=False)
+        except bodies.BodyError as exc:
+            raise MalformedReply(f"cannot read the broker consume stats from {addr}: {exc}", addr) from None
+        for group, per_topic in listed.groups:
+            if len(per_topic) == 1:  # the common case: the group's one topic, its rows as they are
+                out[group] = (per_topic[0].offset_table, 0.0 + per_topic[0].consume_tps)
+                continue
+            rows: dict[MessageQueue, OffsetWrapper] = {}
+            for stats in per_topic:
+                rows.update(stats.offset_table)
+            out[group] = (rows, sum((s.consume_tps for s in per_topic), 0.0))
+    return out
 
 
 def running_queues(addr: str, reply: RemotingCommand) -> frozenset[MessageQueue]:
-    """GET_CONSUMER_RUNNING_INFO: the queues of the ConsumerRunningInfo's mqTable (keyed by queue
-    objects; client: ConsumerRunningInfo.java)."""
-    try:
-        data = fastjson.loads_queue_keyed(reply.body)
-        return frozenset(fastjson.mq_table(data.get("mqTable") or {}))
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise MalformedReply(f"unexpected consumer running info from {addr}: {exc!r}", addr) from None
+    """GET_CONSUMER_RUNNING_INFO: the queues of the ConsumerRunningInfo's mqTable (client:
+    ConsumerRunningInfo.java)."""
+    return frozenset(decoded(addr, reply, bodies.ConsumerRunningInfoBody.decode).mq_table)
 
 
-def merge_connections(bodies: list[dict[str, Any]]) -> ConsumerConnection:
+def consumer_connection(addr: str, reply: RemotingCommand) -> bodies.ConsumerConnectionBody:
+    """GET_CONSUMER_CONNECTION_LIST's body."""
+    return decoded(addr, reply, bodies.ConsumerConnectionBody.decode)
+
+
+def reset_table(addr: str, reply: RemotingCommand) -> dict[MessageQueue, int]:
+    """INVOKE_BROKER_TO_RESET_OFFSET's ResetOffsetBody; empty when the broker sent no body."""
+    return decoded(addr, reply, bodies.ResetOffsetBody.decode).offset_table if reply.body else {}
+
+
+def topic_list(addr: str, reply: RemotingCommand) -> list[str]:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: the names, sorted and without repeats."""
+    return sorted(set(decoded(addr, reply, bodies.TopicList.decode).topic_list))
+
+
+def merge_connections(answers: list[bodies.ConsumerConnectionBody]) -> ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST bodies of several brokers as one group's connections."""
     clients: dict[str, ClientConnection] = {}
     subs: dict[str, str] = {}
-    for one in bodies:
-        for c in one.get("connectionSet") or []:
-            cid = str(c.get("clientId", ""))
-            clients.setdefault(
-                cid,
-                ClientConnection(
-                    cid, str(c.get("clientAddr", "")), str(c.get("language", "")), int(c.get("version", 0))
-                ),
-            )
-        for t, sub in (one.get("subscriptionTable") or {}).items():
-            subs[str(t)] = str(sub.get("subString", SUBSCRIBE_ALL)) if isinstance(sub, Mapping) else str(sub)
-    first = bodies[0]
+    for one in answers:
+        for c in one.connections:
+            clients.setdefault(c.client_id, c)
+        subs.update(one.subscriptions(SUBSCRIBE_ALL))
+    first = answers[0]
     return ConsumerConnection(
         connections=tuple(clients.values()),
-        consume_type=str(first.get("consumeType", "")),
-        message_model=str(first.get("messageModel", "")),
-        consume_from_where=str(first.get("consumeFromWhere", "")),
+        consume_type=first.consume_type,
+        message_model=first.message_model,
+        consume_from_where=first.consume_from_where,
         subscriptions=subs,
     )

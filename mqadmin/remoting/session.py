@@ -23,7 +23,6 @@ from mqadmin.protocol.constants import MASTER_ID, RETRY_PREFIX
 from mqadmin.protocol.headers import RouteInfoHeader
 from mqadmin.remoting import replies
 from mqadmin.remoting.client import DEFAULT_TIMEOUT, ConnectFailed, PendingReply, RemotingClient
-from mqadmin.remoting.replies import MalformedReply
 from mqadmin.remoting.transport import TlsOptions
 
 __all__ = ["BrokerSession"]
@@ -186,12 +185,7 @@ class BrokerSession:
 
     def _fetch_cluster_info(self) -> tuple[list[BrokerData], dict[str, list[str]]]:
         addr, reply = self._namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-        data = replies.body(addr, reply, "cluster info")
-        try:
-            brokers = [replies.broker_data(v) for v in (data.get("brokerAddrTable") or {}).values()]
-            clusters = {str(k): [str(n) for n in v] for k, v in (data.get("clusterAddrTable") or {}).items()}
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise MalformedReply(f"unexpected cluster info from {addr}: {exc!r}", addr) from None
+        brokers, clusters = replies.cluster_info(addr, reply)
         # The name server may list a broker under a cluster without naming it in the BrokerData.
         owner = {name: cluster for cluster, names in clusters.items() for name in names}
         brokers = [
@@ -275,14 +269,7 @@ class BrokerSession:
         # Standard JSON (quoted broker ids) from 4.9.4 on; older servers ignore the flag and
         # send bare numeric keys, which fastjson.loads reads as well.
         addr, reply = self._namesrv(RouteInfoHeader(topic=topic, acceptStandardJsonOnly=True).request())
-        data = replies.body(addr, reply, f"route of {topic}")
-        try:
-            brokers = sorted(
-                (replies.broker_data(b) for b in data.get("brokerDatas") or []), key=lambda b: b.broker_name
-            )
-            queues = replies.queue_datas(data)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise MalformedReply(f"unexpected route data for {topic} from {addr}: {exc!r}", addr) from None
+        brokers, queues = replies.route(addr, reply)
         self._remember(brokers)
         return TopicRoute(topic, tuple(brokers), tuple(queues))
 

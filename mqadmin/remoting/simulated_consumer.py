@@ -16,8 +16,9 @@ import threading
 import time
 from typing import Any
 
-from mqadmin import errors, fastjson
+from mqadmin import errors
 from mqadmin.model import MessageQueue
+from mqadmin.protocol.bodies import ConsumerRunningInfoBody, ResetOffsetBody
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import RequestCode
 from mqadmin.protocol.constants import RETRY_PREFIX
@@ -92,24 +93,22 @@ class SimulatedConsumer:
                 pass  # the broker is going away or busy: the next beat tries again
 
     def _on_running_info(self, cmd: RemotingCommand) -> RemotingCommand:
-        table: dict[MessageQueue, Any] = {}
+        table: dict[MessageQueue, dict[str, Any]] = {}
         for mq in self.queues:
             try:
                 offset = self.admin.consumer_offset(self.group, mq) or 0
             except errors.MqadminError:
                 offset = 0
             table[mq] = {"cachedMsgCount": 0, "commitOffset": offset, "droped": False, "locked": False}
-        info = {
-            "mqTable": table,
-            "properties": {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMER_START_TIMESTAMP": "0"},
-            "statusTable": {},
-            "subscriptionSet": [{"subString": "*", "topic": t} for t in self.topics],
-        }
-        return cmd.reply(body=fastjson.dumps(info).encode())
+        info = ConsumerRunningInfoBody(
+            table,
+            properties={"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMER_START_TIMESTAMP": "0"},
+            subscription_set=[{"subString": "*", "topic": t} for t in self.topics],
+        )
+        return cmd.reply(body=info.encode())
 
     def _on_reset(self, cmd: RemotingCommand) -> None:
-        data: Any = fastjson.loads(cmd.body.decode())
-        for mq, offset in fastjson.mq_table(data.get("offsetTable") or {}).items():
+        for mq, offset in ResetOffsetBody.decode(cmd.body).offset_table.items():
             try:
                 self.admin.update_consumer_offset(self.group, mq, int(offset))
             except errors.MqadminError:

@@ -291,3 +291,26 @@ def test_a_run_killed_mid_apply_leaves_a_whole_line_saying_may_be_partial(
         assert json.loads((mqadmin_home / "journal.jsonl").read_text().splitlines()[-1])["event"] == "finished"
     finally:
         rigs.close()
+
+
+def test_prune_ages_are_measured_from_the_runs_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--older-than counts back from the context's now (a test's clock), not the wall clock."""
+    from mqadmin.commands.history import _prune
+
+    from mqadmin import journal
+    from mqadmin.context import Context
+    from tests.commands.test_options import params
+
+    monkeypatch.setenv("MQADMIN_HOME", str(tmp_path))
+    (tmp_path / "backups").mkdir()
+    day, hour = 86_400_000, 3_600_000
+    wall = int(time.time() * 1000)
+    found = []
+    for i, started in enumerate((wall - 3 * hour, wall - 2 * hour, wall - hour)):
+        path = tmp_path / "backups" / f"b{i}.json"
+        path.write_text("{}")
+        found.append(journal.Entry({"id": f"c{i}", "group": "g", "time": started, "backup": str(path)}, True))
+    prune = params("history", action="prune", older_than="1d")
+    assert _prune(Context(now=wall), prune, found).removed == []  # hours old: kept
+    later = _prune(Context(now=wall + 2 * day), prune, found)  # the same backups, two days on
+    assert [e.id for e in later.removed] == ["c0", "c1"]

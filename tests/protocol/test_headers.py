@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mqadmin import errors
+from mqadmin.protocol import headers
 from mqadmin.protocol.codec import FrameDecoder, RemotingCommand, encode
 from mqadmin.protocol.codes import RequestCode, ResponseCode
 from mqadmin.protocol.headers import (
+    V2_NAMES,
     BrokerConsumeStatsHeader,
     ConsumeStatsHeader,
+    Header,
     PullMessageHeader,
     QueueHeader,
     ResetOffsetHeader,
@@ -92,3 +97,76 @@ def test_a_non_numeric_value_reads_as_absent() -> None:
         {"consumerGroup": "G", "topic": "T", "queueId": 0, "queueOffset": 0, "maxMsgNums": "many"},
     )
     assert PullMessageHeader.parse(pull).maxMsgNums == 32
+
+
+# -- conformance: every header class, by its declarations ------------------------------------
+
+ALL_HEADERS = sorted(
+    (c for c in vars(headers).values() if isinstance(c, type) and issubclass(c, Header) and c is not Header),
+    key=lambda c: c.__name__,
+)
+#: values at the edges of each Java type (strings: non-ASCII, separators, JSON escapes)
+EDGE_VALUES: dict[str, tuple[object, ...]] = {
+    "String": ('a;b=c\n"\\ é名', ""),
+    "int": (-(2**31), 2**31 - 1),
+    "long": (-(2**63), 2**63 - 1),
+    "boolean": (True, False),
+}
+
+
+def test_the_list_covers_every_header_the_module_exports() -> None:
+    exported = {n for n in headers.__all__ if n != "Header" and issubclass(getattr(headers, n), Header)}
+    assert {c.__name__ for c in ALL_HEADERS} == exported
+    assert len(ALL_HEADERS) == len(exported) >= 19
+
+
+def test_each_request_code_has_one_header() -> None:
+    owners: dict[RequestCode, str] = {}
+    for cls in ALL_HEADERS:
+        assert cls.CODES, f"{cls.__name__} names no request code"
+        for code in cls.CODES:
+            assert owners.setdefault(code, cls.__name__) == cls.__name__, f"{code!r} in two headers"
+
+
+def _parse(cls: type[Header], req: RemotingCommand) -> Header:
+    return cls.parse_any(req) if cls is SendMessageHeader else cls.parse(req)  # type: ignore[attr-defined]
+
+
+def _edge_instance(cls: type[Header], which: int) -> Header:
+    return cls(**{f.name: EDGE_VALUES[f.metadata["java"]][which] for f in dataclasses.fields(cls)})
+
+
+@pytest.mark.parametrize("cls", ALL_HEADERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("which", [0, 1], ids=["low-edge", "high-edge"])
+def test_every_field_at_its_edges_survives_the_wire_for_every_code(cls: type[Header], which: int) -> None:
+    header = _edge_instance(cls, which)
+    for code in cls.CODES:
+        req = wire(header.request(code))
+        assert req.code == code
+        assert _parse(cls, req) == header
+
+
+@pytest.mark.parametrize("cls", ALL_HEADERS, ids=lambda c: c.__name__)
+def test_only_the_required_fields_make_a_request(cls: type[Header]) -> None:
+    required = [f for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+    sample = {f.name: EDGE_VALUES[f.metadata["java"]][0] for f in required}
+    header = cls(**sample)
+    parsed = _parse(cls, wire(header.request()))
+    assert parsed == header
+    for f in dataclasses.fields(cls):
+        if f not in required:
+            assert getattr(parsed, f.name) == f.default
+
+
+@pytest.mark.parametrize("cls", ALL_HEADERS, ids=lambda c: c.__name__)
+def test_each_missing_required_field_is_named(cls: type[Header]) -> None:
+    full = _edge_instance(cls, 1).request()
+    names = dict(V2_NAMES) if cls is SendMessageHeader else {}
+    wire_name = {v: k for k, v in names.items()}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            continue
+        ext = dict(full.ext_fields)
+        del ext[wire_name.get(f.name, f.name)]
+        with pytest.raises(errors.BrokerError, match=f"<{f.name}> is null"):
+            _parse(cls, RemotingCommand.request(full.code, ext))

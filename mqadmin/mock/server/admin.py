@@ -9,8 +9,16 @@ from typing import TYPE_CHECKING, Any, Final
 from mqadmin import fastjson, names
 from mqadmin.mock.server.broker import MAX_QUEUE_NUMS, data_version
 from mqadmin.mock.server.role import bad
-from mqadmin.model import MessageQueue
+from mqadmin.model import MessageQueue, OffsetWrapper, QueueStats
 from mqadmin.protocol import versions
+from mqadmin.protocol.bodies import (
+    ConsumeStatsBody,
+    ConsumeStatsListBody,
+    GroupList,
+    KVTable,
+    SubscriptionGroupWrapper,
+    TopicStatsTable,
+)
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode, version_name
 from mqadmin.protocol.constants import PERM_READ_WRITE
@@ -85,12 +93,13 @@ def subscription_groups(role: BrokerRole, conn: Connection, req: RemotingCommand
         for cfg in groups.values():
             for key, default in _GROUP_DEFAULTS_V5.items():
                 cfg.setdefault(key, default)
-    doc: dict[str, Any] = {"dataVersion": data_version()}
-    if role.server.v5:
-        doc["forbiddenTable"] = {}
-    doc["subscriptionGroupTable"] = {name: dict(sorted(cfg.items())) for name, cfg in groups.items()}
+    body = SubscriptionGroupWrapper(
+        {name: dict(sorted(cfg.items())) for name, cfg in groups.items()},
+        data_version=data_version(),
+        forbidden_table={} if role.server.v5 else None,
+    )
     ext = {"totalGroupNum": len(groups)} if versions.subscription_group_total(role.server.v) else None
-    return role.reply(req, ext=ext, body=fastjson.dumps(doc).encode())
+    return role.reply(req, ext=ext, body=body.encode())
 
 
 def topic_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -111,7 +120,7 @@ def consume_by_who(role: BrokerRole, conn: Connection, req: RemotingCommand) -> 
     with role.lock:
         groups = {g for g, members in role.broker.clients.items() for c in members.values() if topic in c.subscriptions}
         groups |= {k.partition("@")[2] for k in role.broker.offsets if k.partition("@")[0] == topic}
-    return role.reply(req, body=fastjson.dumps({"groupList": sorted(groups)}).encode())
+    return role.reply(req, body=GroupList(sorted(groups)).encode())
 
 
 # -- stats -------------------------------------------------------------------------------------
@@ -119,7 +128,7 @@ def consume_by_who(role: BrokerRole, conn: Connection, req: RemotingCommand) -> 
 
 def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
     topic = TopicHeader.parse(req).topic
-    table: dict[MessageQueue, dict[str, int]] = {}
+    table: dict[MessageQueue, QueueStats] = {}
     with role.lock:
         cfg = role.broker.topic_config(topic)
         if cfg is None:
@@ -131,13 +140,8 @@ def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Rem
             for qid in range(first, min(first + LOCK_SLICE_QUEUES, queues)):
                 lo, hi = role.broker.min_offset(topic, qid), role.broker.max_offset(topic, qid)
                 last = role.broker.store_time_at(topic, qid, hi - 1) if hi > 0 else None
-                table[MessageQueue(topic, role.name, qid)] = {
-                    "lastUpdateTimestamp": last or 0,
-                    "maxOffset": max(hi, 0),
-                    "minOffset": max(lo, 0),
-                }
-    doc = {"offsetTable": table, "topicPutTps": 0.0}
-    return role.reply(req, body=fastjson.dumps(doc).encode())
+                table[MessageQueue(topic, role.name, qid)] = QueueStats(max(lo, 0), max(hi, 0), last or 0)
+    return role.reply(req, body=TopicStatsTable(table).encode())
 
 
 def consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -145,60 +149,35 @@ def consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> R
     group = header.consumerGroup
     topic_list = [t for t in (header.topicList or "").split(";") if t]
     topics: list[str | None] = list(topic_list) or [header.topic or None]
-    table: dict[MessageQueue, dict[str, int]] = {}
+    table: dict[MessageQueue, OffsetWrapper] = {}
     tps = 0.0
     with role.lock:
         for topic in topics:
             stats = role.broker.consume_stats(group, topic)
             tps += stats.consume_tps
-            for mq, w in stats.offsets.items():
-                row = {
-                    "brokerOffset": w.broker_offset,
-                    "consumerOffset": w.consumer_offset,
-                    "lastTimestamp": w.last_timestamp,
-                }
-                if versions.consume_stats_pull_offset(role.server.v):
-                    row["pullOffset"] = w.pull_offset
-                table[mq] = row
-    doc = {"consumeTps": tps, "offsetTable": dict(sorted(table.items()))}
-    return role.reply(req, body=fastjson.dumps(doc).encode())
+            table.update(stats.offsets)
+    body = ConsumeStatsBody(dict(sorted(table.items())), tps, versions.consume_stats_pull_offset(role.server.v))
+    return role.reply(req, body=body.encode())
 
 
 def broker_consume_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
     """GET_BROKER_CONSUME_STATS: a ConsumeStatsList of every subscription group.
 
-    The body can hold tens of thousands of queues, so it is written here piece by piece in
-    fastjson's layout (sorted fields, queue objects as keys) rather than through a document.
+    The body can hold tens of thousands of queues: ConsumeStatsListBody writes it piece by piece.
     """
     is_order = BrokerConsumeStatsHeader.parse(req).isOrder
     with_pull = versions.consume_stats_pull_offset(role.server.v)
     with role.lock:
         groups = role.broker.broker_consume_stats(is_order)
-    keys: dict[MessageQueue, str] = {}
-    parts: list[str] = []
     total_diff = total_inflight = 0
+    listed: list[tuple[str, list[ConsumeStatsBody]]] = []
     for group, per_topic in groups:
-        stats_json = []
         for stats in per_topic:
-            rows = []
-            for mq, w in stats.offsets.items():
-                key = keys.get(mq)
-                if key is None:
-                    key = keys[mq] = fastjson.dumps(mq)
-                pull = f',"pullOffset":{w.pull_offset}' if with_pull else ""
-                rows.append(
-                    f'{key}:{{"brokerOffset":{w.broker_offset},"consumerOffset":{w.consumer_offset},'
-                    f'"lastTimestamp":{w.last_timestamp}{pull}}}'
-                )
+            for w in stats.offsets.values():
                 total_diff += w.broker_offset - w.consumer_offset
                 total_inflight += (w.pull_offset if with_pull else 0) - w.consumer_offset
-            tps = fastjson.java_double(stats.consume_tps)
-            stats_json.append(f'{{"consumeTps":{tps},"offsetTable":{{{",".join(rows)}}}}}')
-        parts.append(f"{{{fastjson.dumps(group)}:[{','.join(stats_json)}]}}")
-    body = (
-        f'{{"brokerAddr":{fastjson.dumps(role.broker.addr)},"consumeStatsList":[{",".join(parts)}],'
-        f'"totalDiff":{total_diff},"totalInflightDiff":{total_inflight}}}'
-    )
+        listed.append((group, [ConsumeStatsBody(s.offsets, s.consume_tps, with_pull) for s in per_topic]))
+    body = ConsumeStatsListBody(role.broker.addr, listed, total_diff, total_inflight)
     return role.reply(req, body=body.encode())
 
 
@@ -225,4 +204,4 @@ def runtime_info(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
         "msgPutTotalTodayNow": str(stats.get("messages_stored", 0)),
         "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
     }
-    return role.reply(req, body=fastjson.dumps({"table": table}).encode())
+    return role.reply(req, body=KVTable(table).encode())

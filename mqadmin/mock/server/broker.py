@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import errors, names
 from mqadmin.mock.model import MockBroker
-from mqadmin.mock.server.role import Role, bad, now_ms
+from mqadmin.mock.server.role import Role, bad
 from mqadmin.mock.store import StoreWriteFailed
 from mqadmin.model import MessageQueue
 from mqadmin.protocol import acl as acl_sign
@@ -23,6 +23,7 @@ from mqadmin.protocol import versions
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode
 from mqadmin.protocol.headers import QueueHeader
+from mqadmin.timeparse import now_ms
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.connection import Connection

@@ -11,13 +11,23 @@ from mqadmin import fastjson, names
 from mqadmin.message import java_string_hash
 from mqadmin.mock.model import ClientInfo
 from mqadmin.mock.server.messages import parse_tags
-from mqadmin.mock.server.role import bad, now_ms
-from mqadmin.model import MessageQueue
+from mqadmin.mock.server.role import bad
+from mqadmin.model import ClientConnection, MessageQueue
 from mqadmin.protocol import versions
+from mqadmin.protocol.bodies import (
+    BodyError,
+    ConsumerConnectionBody,
+    ConsumerIdList,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    ResetOffsetBody,
+    ResetOffsetBodyForC,
+)
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, RequestCode, ResponseCode, version_name
 from mqadmin.protocol.constants import EXPRESSION_TAG, SUBSCRIBE_ALL
 from mqadmin.protocol.headers import ConsumerGroupHeader, ConsumerRunningInfoHeader, UnregisterClientHeader
+from mqadmin.timeparse import now_ms
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -149,7 +159,7 @@ def consumer_list(role: BrokerRole, conn: Connection, req: RemotingCommand) -> R
         ids = sorted(c.client_id for c in role.broker.online_clients(group))
     if not ids:
         raise bad(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
-    return role.reply(req, body=fastjson.dumps({"consumerIdList": ids}).encode())
+    return role.reply(req, body=ConsumerIdList(ids).encode())
 
 
 def consumer_connections(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -162,17 +172,14 @@ def consumer_connections(role: BrokerRole, conn: Connection, req: RemotingComman
     if not clients:
         raise bad(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
     last = clients[-1]
-    doc = {
-        "connectionSet": [
-            {"clientAddr": c.addr, "clientId": c.client_id, "language": c.language, "version": c.version}
-            for c in clients
-        ],
-        "consumeFromWhere": last.consume_from_where,
-        "consumeType": last.consume_type,
-        "messageModel": last.message_model,
-        "subscriptionTable": dict(sorted(subs.items())),
-    }
-    return role.reply(req, body=fastjson.dumps(doc).encode())
+    body = ConsumerConnectionBody(
+        [ClientConnection(c.client_id, c.addr, c.language, c.version) for c in clients],
+        consume_from_where=last.consume_from_where,
+        consume_type=last.consume_type,
+        message_model=last.message_model,
+        subscription_table=dict(sorted(subs.items())),
+    )
+    return role.reply(req, body=body.encode())
 
 
 # -- queue locks (orderly consumers) -----------------------------------------------------------
@@ -188,7 +195,7 @@ def lock_batch(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Remo
             if holder is None or holder[0] == client_id or now - holder[1] > LOCK_LIVE_S:
                 role.locks[(group, mq)] = (client_id, now)
                 locked.append(mq)
-    return role.reply(req, body=fastjson.dumps({"lockOKMQSet": sorted(locked)}).encode())
+    return role.reply(req, body=LockBatchResponseBody(sorted(locked)).encode())
 
 
 def unlock_batch(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -203,11 +210,10 @@ def unlock_batch(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
 
 def _lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
     try:
-        data = fastjson.loads(body)
-        mqs = [fastjson.to_message_queue(m) for m in data.get("mqSet") or []]
-        return str(data["clientId"]), str(data["consumerGroup"]), mqs
-    except (ValueError, KeyError, TypeError, AttributeError):
+        request = LockBatchRequestBody.decode(body)
+    except BodyError:
         raise bad(ResponseCode.SYSTEM_ERROR, "the request body is not a LockBatchRequestBody") from None
+    return request.client_id, request.consumer_group, request.mq_set
 
 
 # -- pushes to consumers -----------------------------------------------------------------------
@@ -231,19 +237,12 @@ def _reset_pusher(
                 f"the client does not support this feature. version={version_name(version)}",
             )
         timestamp, cpp_body = role.reset_request
-        if cpp_body:
-            rows = [
-                {"brokerName": role.name, "offset": o, "queueId": q, "topic": topic} for q, o in sorted(table.items())
-            ]
-            body = fastjson.dumps({"offsetTable": rows})
-        else:
-            body = fastjson.dumps(
-                {"offsetTable": {MessageQueue(topic, role.name, q): o for q, o in sorted(table.items())}}
-            )
+        offsets = {MessageQueue(topic, role.name, q): o for q, o in sorted(table.items())}
+        body = (ResetOffsetBodyForC(offsets) if cpp_body else ResetOffsetBody(offsets)).encode()
         ext: dict[str, object] = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": False}
         if role.server.v5:
             ext["queueId"] = -1
-        conn.send(role.server.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext, body.encode()))
+        conn.send(role.server.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext, body))
         role.server.count("resets_pushed")
         log.info("pushed a reset of %s/%s to %s", topic, group, client_id)
 

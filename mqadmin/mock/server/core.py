@@ -38,10 +38,11 @@ from mqadmin.mock.server.ioloop import (
 )
 from mqadmin.mock.server.longpoll import LongPolling
 from mqadmin.mock.server.namesrv import NamesrvRole
-from mqadmin.mock.server.role import Role, now_ms, oversized_number
+from mqadmin.mock.server.role import Role, oversized_number
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import CURRENT_VERSION, LanguageCode, ResponseCode, version_ordinal
 from mqadmin.protocol.versions import is_v5, version_tuple
+from mqadmin.timeparse import now_ms
 
 log = logging.getLogger("mqadmin.mock.server")
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mqadmin import fastjson
 from mqadmin.mock.server.role import DEFAULT_TOPIC_PERM, DEFAULT_TOPIC_QUEUES, RETRY_TOPIC_QUEUES, Role, bad
 from mqadmin.model import BrokerData, QueueData, TopicRoute
+from mqadmin.protocol.bodies import ClusterInfo, TopicList, TopicRouteData
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import MQVersion, ResponseCode
 from mqadmin.protocol.constants import DEFAULT_TOPIC, MASTER_ID, PERM_READ_WRITE, RETRY_PREFIX
@@ -71,21 +70,18 @@ def _implicit_route(role: NamesrvRole, topic: str) -> TopicRoute | None:
 
 def cluster_info(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
     cluster = role.server.cluster
-    table: dict[str, Any] = {}
-    for b in cluster.brokers.values():
-        table[b.name] = _broker_data_json(b.name, b.cluster, b.addr, v5=role.server.v5)
+    table = {b.name: BrokerData(b.name, b.cluster, {MASTER_ID: b.addr}) for b in cluster.brokers.values()}
     names: dict[str, list[str]] = {}
     for b in cluster.brokers.values():
         names.setdefault(b.cluster, []).append(b.name)
-    doc = {"brokerAddrTable": table, "clusterAddrTable": {c: sorted(n) for c, n in names.items()}}
-    # ClusterInfo is never standard JSON, whatever the client asks (DefaultRequestProcessor.java)
-    return role.reply(req, body=fastjson.dumps(doc).encode())
+    info = ClusterInfo(table, {c: sorted(n) for c, n in names.items()}, acting_master=role.server.v5)
+    return role.reply(req, body=info.encode())
 
 
 def topic_list(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
     with role.server.lock:
         topics = role.server.cluster.list_topics()
-    return role.reply(req, body=fastjson.dumps({"topicList": topics}).encode())
+    return role.reply(req, body=TopicList(topics).encode())
 
 
 def kv_config(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -104,33 +100,14 @@ def accept(role: NamesrvRole, conn: Connection, req: RemotingCommand) -> Remotin
     return role.reply(req)
 
 
-def _broker_data_json(name: str, cluster: str, addr: str, *, v5: bool) -> dict[str, Any]:
-    data: dict[str, Any] = {"brokerAddrs": {MASTER_ID: addr}, "brokerName": name, "cluster": cluster}
-    if v5:
-        data["enableActingMaster"] = False
-    return data
-
-
 def _route_body(route: TopicRoute, *, standard: bool, v5: bool) -> bytes:
-    """TopicRouteData; standard JSON quotes broker-id keys, sorts map keys and escapes non-ASCII
-    (fastjson's BrowserCompatible and MapSortField, namesrv: DefaultRequestProcessor.java)."""
-    brokers = [
-        {**_broker_data_json(b.broker_name, b.cluster, "", v5=v5), "brokerAddrs": dict(sorted(b.addrs.items()))}
-        for b in sorted(route.brokers, key=lambda b: b.broker_name)
-    ]
-    queues = [
-        {
-            "brokerName": q.broker_name,
-            "perm": q.perm,
-            "readQueueNums": q.read_queue_nums,
-            "topicSysFlag": q.topic_sys_flag,
-            "writeQueueNums": q.write_queue_nums,
-        }
-        for q in sorted(route.queues, key=lambda q: q.broker_name)
-    ]
-    doc: dict[str, Any] = {"brokerDatas": brokers, "filterServerTable": {}, "queueDatas": queues}
-    if standard:
-        for b in brokers:
-            b["brokerAddrs"] = {str(k): v for k, v in b["brokerAddrs"].items()}
-        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-    return fastjson.dumps(doc).encode()
+    """TopicRouteData, brokers and queues by name (standard JSON when the client asked for it)."""
+    data = TopicRouteData(
+        [
+            BrokerData(b.broker_name, b.cluster, dict(sorted(b.addrs.items())))
+            for b in sorted(route.brokers, key=lambda b: b.broker_name)
+        ],
+        sorted(route.queues, key=lambda q: q.broker_name),
+        acting_master=v5,
+    )
+    return data.encode(standard=standard)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mqadmin import fastjson, names
+from mqadmin import names
 from mqadmin.mock.server.broker import data_version
 from mqadmin.mock.server.role import bad
 from mqadmin.model import MessageQueue
 from mqadmin.protocol import versions
+from mqadmin.protocol.bodies import ConsumerOffsetTable, ResetOffsetBody
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import LanguageCode, ResponseCode
 from mqadmin.protocol.headers import (
@@ -92,16 +93,14 @@ def all_consumer_offsets(role: BrokerRole, conn: Connection, req: RemotingComman
     (broker: ConsumerOffsetManager.java). Java encodes even an empty table."""
     with role.lock:
         table = {k: dict(sorted(v.items())) for k, v in sorted(role.broker.offsets.items())}
-    doc: dict[str, Any] = {}
+    body = ConsumerOffsetTable(table)
     if role.server.v5:
         topics_by_group: dict[str, set[str]] = {}
         for key in table:
             topic, _, group = key.partition("@")
             topics_by_group.setdefault(group, set()).add(topic)
-        doc["dataVersion"] = data_version()
-        doc["groupTopicMap"] = {g: sorted(t) for g, t in sorted(topics_by_group.items())}
-    doc["offsetTable"] = table
-    return role.reply(req, body=fastjson.dumps(doc).encode())
+        body = ConsumerOffsetTable(table, data_version(), {g: sorted(t) for g, t in sorted(topics_by_group.items())})
+    return role.reply(req, body=body.encode())
 
 
 def reset_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -117,5 +116,5 @@ def reset_offset(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
             role.reset_request = (-1, False)
         version = role.broker.offsets_version
     role.persist_offsets(version)
-    body = {MessageQueue(topic, role.name, q): o for q, o in sorted(table.items())}
-    return role.reply(req, body=fastjson.dumps({"offsetTable": body}).encode())
+    body = ResetOffsetBody({MessageQueue(topic, role.name, q): o for q, o in sorted(table.items())})
+    return role.reply(req, body=body.encode())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -77,10 +76,6 @@ def oversized_number(req: RemotingCommand) -> str | None:
 def bad(code: int, remark: str) -> errors.BrokerError:
     """An error reply raised from inside a handler; the dispatcher turns it into a response."""
     return errors.BrokerError.for_code(int(code), remark)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Role:
