@@ -438,12 +438,11 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
     """A group's status, how many of its queues have each status, and the window of the queue the
     status comes from, in brief: bounded by the number of groups, however many queues lag (``-g``
     shows every queue's samples)."""
-    from mqadmin.health import verdict_json, worst_queue
+    from mqadmin.health import STATUS_NAMES, verdict_json, worst_queue
 
-    counts: dict[str, int] = {}
-    for q in health.queues.values():
-        counts[q.verdict.status.name] = counts.get(q.verdict.status.name, 0) + 1
-    worst = worst_queue({k: q.verdict for k, q in health.queues.items()})
+    names = [STATUS_NAMES[q.verdict.status] for q in health.queues.values()]
+    counts = {name: names.count(name) for name in dict.fromkeys(names)}
+    worst = health.worst or worst_queue({k: q.verdict for k, q in health.queues.items()})
     doc = {**verdict_json(health.verdict), "queues": counts}
     if worst is not None and health.queues[worst].verdict.status:
         window = health.queues[worst].window
