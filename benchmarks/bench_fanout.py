@@ -1,6 +1,7 @@
 """Fan-out: wall time and round trips of our admin commands, and the Java mqadmin beside ours.
 
 Run: .venv/bin/python benchmarks/bench_fanout.py [--runs 5] [--groups 10000] [--no-baseline] [--skip-real]
+[--health-only]
 
 Three parts, all in one run (the machine is shared and noisy, so every figure is a median and
 commands that are compared are interleaved run by run):
@@ -209,17 +210,22 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
         WIDE_CASE: wide,
         "queryOffset -t T -g G -s (256 queues)": [*wide, "-s", str(now - HOUR_MS // 2)],
     }
+    if args.health_only:  # the cost of --health alone: the two cases it is compared by
+        cases = {no_clients: cases[no_clients], health: cases[health]}
     baseline_of = (
-        {} if args.no_baseline else {all_groups: f"{all_groups} [per group]", WIDE_CASE: f"{WIDE_CASE} [per queue]"}
+        {}
+        if args.no_baseline or args.health_only
+        else {all_groups: f"{all_groups} [per group]", WIDE_CASE: f"{WIDE_CASE} [per queue]"}
     )
     BASELINES.update(baseline_of)
-    COMPARED[no_clients] = all_groups
+    if all_groups in cases:
+        COMPARED[no_clients] = all_groups
     COMPARED[health] = no_clients
     batch_codes = frozenset({RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_TOPIC_STATS_INFO})
     samples = {name: Sample() for name in [*cases, *baseline_of.values()]}
     try:
         # one untimed run each: checks the output is complete, warms the page cache
-        for name in (all_groups, no_clients):
+        for name in (n for n in (all_groups, no_clients) if n in cases):
             out = subprocess.run(cases[name], env=env, capture_output=True, text=True)
             listed = len(json.loads(out.stdout)["groups"])
             if listed != args.groups + 1:  # + wide_group
@@ -396,6 +402,11 @@ def main() -> None:
     parser.add_argument("--real-runs", type=int, default=5, help="timed runs per real-broker case (median)")
     parser.add_argument("--skip-real", action="store_true", help="only the mock server parts (no JVM)")
     parser.add_argument(
+        "--health-only",
+        action="store_true",
+        help="only consumerProgress --no-clients and --no-clients --health, interleaved (implies --skip-real)",
+    )
+    parser.add_argument(
         "--no-baseline",
         action="store_true",
         help="skip the per-group/per-queue baseline (with 10,000 groups it takes minutes: the mock's "
@@ -408,7 +419,7 @@ def main() -> None:
     try:
         mock = bench_mock(args, env, work)
         report_mock(mock, args.runs)
-        if not args.skip_real:
+        if not (args.skip_real or args.health_only):
             real = bench_real(args, env, work)
             report_real(real, args.real_runs)
     finally:

@@ -215,6 +215,63 @@ class GroupProgress(ResultBase):
 
 
 @dataclass
+class GroupsProgress(ResultBase):
+    """Several groups named with -g G1,G2: each group's per-queue view, in the order named."""
+
+    results: list[GroupProgress]
+    check_failure: str | None = None
+
+    @property
+    def missing_brokers(self) -> dict[str, str]:
+        return {b: e for r in self.results for b, e in r.missing_brokers.items()}
+
+    def note_previous(self, before: GroupsProgress) -> None:
+        earlier = {r.group: r for r in before.results}
+        for r in self.results:
+            if r.group in earlier:
+                r.note_previous(earlier[r.group])
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"results": [r.to_json() for r in self.results]}
+        if self.missing_brokers:
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
+        return doc
+
+    def table(self) -> Table:
+        """One table with a Group column; each group's totals (and status) under it, by name."""
+        tables = [(r.group, r.table()) for r in self.results]
+        rows = [[g, *row] for g, t in tables for row in t.rows]
+        footer = [f"{g}: {line}" for g, t in tables for line in t.footer if not line.startswith("Missing: ")]
+        footer += [
+            f"Missing: {b} did not answer ({e}); its queues are not shown"
+            for b, e in sorted(self.missing_brokers.items())
+        ]
+        title = f"{len(self.results)} consumer groups"
+        return Table(["Group", *tables[0][1].columns], rows, title=title, footer=footer)
+
+    def java_text(self) -> str:
+        """The Java tool's text of each group in turn, each under a ``#Consumer Group: G`` line (the
+        Java tool takes one group and does not name it)."""
+        return "\n".join(f"#Consumer Group: {r.group}\n{r.java_text()}" for r in self.results)
+
+    def prometheus_text(self) -> str:
+        from mqadmin.prometheus import Exposition, group_exposition
+
+        exp = Exposition()
+        for r in self.results:
+            extra = r.extra or ProgressExtra()
+            group_exposition(
+                r.to_json(),
+                online=extra.online,
+                model=extra.model,
+                clusters=extra.clusters,
+                read_at_ms=extra.read_at_ms,
+                out=exp,
+            )
+        return exp.text()
+
+
+@dataclass
 class GroupSummary:
     group: str
     count: int
@@ -381,12 +438,11 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
     """A group's status, how many of its queues have each status, and the window of the queue the
     status comes from, in brief: bounded by the number of groups, however many queues lag (``-g``
     shows every queue's samples)."""
-    from mqadmin.health import verdict_json, worst_queue
+    from mqadmin.health import STATUS_NAMES, verdict_json, worst_queue
 
-    counts: dict[str, int] = {}
-    for q in health.queues.values():
-        counts[q.verdict.status.name] = counts.get(q.verdict.status.name, 0) + 1
-    worst = worst_queue({k: q.verdict for k, q in health.queues.items()})
+    names = [STATUS_NAMES[q.verdict.status] for q in health.queues.values()]
+    counts = {name: names.count(name) for name in dict.fromkeys(names)}
+    worst = health.worst or worst_queue({k: q.verdict for k, q in health.queues.items()})
     doc = {**verdict_json(health.verdict), "queues": counts}
     if worst is not None and health.queues[worst].verdict.status:
         window = health.queues[worst].window

@@ -19,6 +19,7 @@ from mqadmin.commands._progress import (
     CONSUME_TYPES,
     AllGroupsProgress,
     GroupProgress,
+    GroupsProgress,
     GroupSummary,
     ProgressExtra,
     ProgressRow,
@@ -36,6 +37,7 @@ from mqadmin.health import (
     MemoryState,
     Rules,
     Sample,
+    SampleRow,
     StateFile,
     Status,
     Verdict,
@@ -45,6 +47,7 @@ from mqadmin.health import (
     parse_level,
     queue_key,
     state_path,
+    worst_queue,
 )
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
 from mqadmin.protocol.constants import DLQ_PREFIX
@@ -72,7 +75,9 @@ class ConsumerProgressParams:
     warn_lag_time: str | None
 
     def __post_init__(self) -> None:
-        parse_now(self, "max_lag_time_ms", "show_ip")
+        parse_now(self, "max_lag_time_ms", "show_ip", "groups")
+        if len(self.groups) > 1 and self.local_store:
+            raise errors.UsageError("--local-store reads one group's offsets: give -g one name")
         if self.health:
             parse_now(self, "health_rules", "fail_level")
         else:
@@ -97,6 +102,16 @@ class ConsumerProgressParams:
         if self.no_clients and (self.group or self.local_store):
             where = "-g" if self.group else "--local-store"
             raise errors.UsageError(f"--no-clients is for the all-groups view of the brokers, not with {where}")
+
+    @cached_property
+    def groups(self) -> list[str]:
+        """-g's groups in order (several: G1,G2, as -t takes topics elsewhere); empty without -g."""
+        if not self.group:
+            return []
+        names = [g.strip() for g in self.group.split(",")]
+        if any(not g for g in names) or len(set(names)) != len(names):
+            raise errors.UsageError(f"-g {self.group!r}: groups are named once each, separated by commas")
+        return names
 
     @cached_property
     def show_ip(self) -> bool:
@@ -125,6 +140,9 @@ class ConsumerProgressParams:
 class ConsumerProgressCommand(SubCommand):
     """Show consume progress: per queue for one group (-g), or one line per group.
 
+    -g takes several groups, comma-separated (mqadmin extension): each group's queues, totals,
+    checks and status, as one -g each; JSON {"results": [...]}, one -g document per group.
+
     Like the Java tool's consumerProgress, plus lag as time (age of the oldest unconsumed
     message), per queue and per group; unknown (null in JSON, - in tables) only when a queue is
     behind and no unconsumed message can be read (the broker refuses the pull). With --max-lag
@@ -151,7 +169,15 @@ class ConsumerProgressCommand(SubCommand):
     name = "consumerProgress"
     extra_formats = ("java", "prometheus")
     options = (
-        GROUP,
+        Opt(
+            "group",
+            GROUP.flags,
+            "Consumer group, or several: G1,G2 (each group's queues, totals, check and status; several groups "
+            "are an mqadmin extension)",
+            metavar="GROUP",
+            names="group",
+            several=True,
+        ),
         TOPIC,
         LOCAL_STORE,
         Opt(
@@ -254,7 +280,7 @@ class ConsumerProgressCommand(SubCommand):
 
     def execute(
         self, ctx: Context, params: ConsumerProgressParams
-    ) -> GroupProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
+    ) -> GroupProgress | GroupsProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
         max_lag: int | None = params.max_lag
         max_lag_time = params.max_lag_time_ms
         group: str | None = params.group
@@ -276,15 +302,17 @@ class ConsumerProgressCommand(SubCommand):
             )
         admin = ctx.admin()
         if group:
-            result = self._one_group(ctx, group, params.topic)
-            if show_ip:
-                _add_client_ips(ctx, result)
-            if ctx.output in ("java", "prometheus"):
-                result.extra = _extra(ctx, group)
-            breaches = breaches_of(group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
+            results = self._groups(ctx, params.groups, params.topic)
+            breaches = []
+            for result in results:
+                if show_ip:
+                    _add_client_ips(ctx, result)
+                if ctx.output in ("java", "prometheus"):
+                    result.extra = _extra(ctx, result.group)
+                breaches += breaches_of(result.group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
             if params.health:
-                breaches += _group_health(ctx, params, result)
-            return _checked(ctx, result, breaches, params.partial)
+                breaches += _group_health(ctx, params, results)
+            return _checked(ctx, results[0] if len(results) == 1 else GroupsProgress(results), breaches, params.partial)
         if params.no_clients and ctx.output == "java":
             raise errors.UsageError(
                 "--output java prints the Java tool's Count/Version/Type/Model; --no-clients reads none"
@@ -307,6 +335,22 @@ class ConsumerProgressCommand(SubCommand):
         if params.health:
             breaches += _groups_health(ctx, params, everything, stats, conns, ages)
         return _checked(ctx, everything, breaches, params.partial)
+
+    def _groups(self, ctx: Context, groups: list[str], topic: str | None) -> list[GroupProgress]:
+        """Each named group's progress, in order; groups that are unknown (or broadcast) are named
+        together in one usage error, so nothing is printed for a list that is partly wrong."""
+        results: list[GroupProgress] = []
+        wrong: list[str] = []
+        for group in groups:
+            try:
+                results.append(self._one_group(ctx, group, topic))
+            except errors.UsageError as exc:
+                if len(groups) == 1:
+                    raise
+                wrong.append(str(exc))
+        if wrong:
+            raise errors.UsageError(f"{len(wrong)} of {len(groups)} groups of -g: " + "; ".join(wrong))
+        return results
 
     def _one_group(self, ctx: Context, group: str, topic: str | None) -> GroupProgress:
         admin = ctx.admin()
@@ -373,8 +417,8 @@ def _summary(
 
 
 def _checked(
-    ctx: Context, result: GroupProgress | AllGroupsProgress, breaches: list[str], partial: bool
-) -> GroupProgress | AllGroupsProgress:
+    ctx: Context, result: GroupProgress | GroupsProgress | AllGroupsProgress, breaches: list[str], partial: bool
+) -> GroupProgress | GroupsProgress | AllGroupsProgress:
     """A breached check exits 3; brokers that did not answer are named, and fail the command
     (exit 1, or within the check's line) unless --partial."""
     failure = missing_brokers_failure(ctx, result.missing_brokers, partial)
@@ -589,30 +633,41 @@ def _failures(params: ConsumerProgressParams, healths: Mapping[str, GroupHealth]
     ]
 
 
-def _group_health(ctx: Context, params: ConsumerProgressParams, result: GroupProgress) -> list[str]:
-    """-g --health: the group's queues evaluated over their windows; the breaches of --fail-on."""
+def _group_health(ctx: Context, params: ConsumerProgressParams, results: list[GroupProgress]) -> list[str]:
+    """-g --health: each named group's queues evaluated over their windows, in one pass over the
+    state file (one lock, one write); the breaches of --fail-on."""
     rules = params.health_rules
-    clients = _online(ctx, result.group)
-    samples = [
-        (
-            queue_key(result.group, q.topic, q.broker, q.queue_id),
-            Sample(ctx.now, q.consumer_offset, q.broker_offset, q.lag_time_ms),
-        )
-        for q in result.queues
-    ]
+    clients = {r.group: _online(ctx, r.group) for r in results}
     with _state(ctx, params, ctx.address or "").open(ctx.now) as windows:
-        health = assess(windows, rules, samples, clients, _incomplete(result.missing_brokers, params.partial))
+        for result in results:
+            samples = [
+                (_key(result.group, q), Sample(ctx.now, q.consumer_offset, q.broker_offset, q.lag_time_ms))
+                for q in result.queues
+            ]
+            incomplete = _incomplete(result.missing_brokers, params.partial)
+            result.health = assess(windows, rules, samples, clients[result.group], incomplete)
+    for result in results:
+        if clients[result.group].online:
+            _name_rewinders(ctx, result)
+    return _failures(params, {r.group: r.health for r in results if r.health is not None})
+
+
+def _name_rewinders(ctx: Context, result: GroupProgress) -> None:
+    """A REWIND's reason names the client holding the queue, as the broker says."""
+    health = result.health
+    assert health is not None
     rewound = [q for q in result.queues if health.queues[_key(result.group, q)].verdict.status == Status.REWIND]
-    if rewound and clients.online:
-        owners = _owners(ctx, result.group, "REWIND: the queues' holders left out")
-        for q in rewound:
-            owner = owners.get(MessageQueue(q.topic, q.broker, q.queue_id))
-            if owner:
-                qh = health.queues[_key(result.group, q)]
-                qh.verdict = Verdict(qh.verdict.status, f"{qh.verdict.reason}; held by {owner}")
-        health.verdict = evaluate_group({k: q.verdict for k, q in health.queues.items()})
-    result.health = health
-    return _failures(params, {result.group: health})
+    if not rewound:
+        return
+    owners = _owners(ctx, result.group, "REWIND: the queues' holders left out")
+    for q in rewound:
+        owner = owners.get(MessageQueue(q.topic, q.broker, q.queue_id))
+        if owner:
+            qh = health.queues[_key(result.group, q)]
+            qh.verdict = Verdict(qh.verdict.status, f"{qh.verdict.reason}; held by {owner}")
+    verdicts = {k: q.verdict for k, q in health.queues.items()}
+    health.worst = worst_queue(verdicts)
+    health.verdict = evaluate_group(verdicts, health.worst)
 
 
 def _key(group: str, q: ProgressRow) -> str:
@@ -628,18 +683,25 @@ def _groups_health(
     ages: Mapping[tuple[MessageQueue, int], int | None],
 ) -> list[str]:
     """Every group's health in one pass over the state file (one lock, one write)."""
-    rules = params.health_rules
+    rules, now = params.health_rules, ctx.now
     healths: dict[str, GroupHealth] = {}
-    with _state(ctx, params, ctx.address or "").open(ctx.now) as windows:
+    with _state(ctx, params, ctx.address or "").open(now) as windows:
         for g in result.groups:
             st = stats[g.group]
             if isinstance(st, errors.MqadminError):
                 healths[g.group] = GroupHealth(Verdict(Status.ERR, f"its offsets could not be read ({st})"))
                 continue
-            samples = [
+            # the keys as queue_key makes them, and plain tuples: 80,000 queues at 10,000 groups
+            group = g.group
+            samples: list[tuple[str, SampleRow]] = [
                 (
-                    queue_key(g.group, mq.topic, mq.broker_name, mq.queue_id),
-                    Sample(ctx.now, w.consumer_offset, w.broker_offset, ages.get((mq, w.consumer_offset), 0)),
+                    f"{group} {mq.topic} {mq.broker_name} {mq.queue_id}",
+                    (
+                        now,
+                        w.consumer_offset,
+                        w.broker_offset,
+                        ages.get((mq, w.consumer_offset), 0) if w.broker_offset > w.consumer_offset else 0,
+                    ),
                 )
                 for mq, w in st.offsets.items()
             ]

@@ -38,13 +38,15 @@ import errno
 import fcntl
 import gc
 import hashlib
+import operator
 import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -78,9 +80,14 @@ def parse_level(text: str) -> Status:
         raise errors.UsageError(f"--fail-on must be one of {levels}, not {text!r}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One queue at one moment."""
+#: a sample as a plain tuple (at_ms, consumer, broker, lag_ms), which a Sample is too: what a
+#: caller with 80,000 queues passes, as making a tuple costs less than making a Sample
+SampleRow = tuple[int, int, int, int | None]
+
+
+class Sample(NamedTuple):
+    """One queue at one moment. A tuple: a run makes one per queue and reads back N per queue from
+    the state file (400,000 at 10,000 groups), and a tuple is the cheapest object to make."""
 
     at_ms: int
     consumer: int
@@ -94,7 +101,7 @@ class Sample:
         return d if d > 0 else 0
 
     def to_row(self) -> list[int | None]:
-        return [self.at_ms, self.consumer, self.broker, self.lag_ms]
+        return list(self)
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Sample:
@@ -119,8 +126,9 @@ class Rules:
     warn_lag_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """A queue's or group's status and why (a tuple: one is made per queue and run)."""
+
     status: Status
     #: the sentence, or (with ``facts``) a key of REASONS: 10,000 groups a run are evaluated and
     #: few of their sentences are ever shown, so they are made when asked for
@@ -166,45 +174,56 @@ class Clients:
 
 
 def evaluate_queue(window: Sequence[Sample], rules: Rules, clients: Clients) -> Verdict:
-    """One queue's status over its window (oldest first, the current sample last). Written for
-    10,000 groups a run: each sample is looked at a few times, and no sentence is made here."""
-    if not window:
+    """One queue's status over its window (oldest first, the current sample last)."""
+    return evaluate_row(list(chain.from_iterable(window)), rules, clients)
+
+
+def evaluate_row(row: Sequence[Any], rules: Rules, clients: Clients) -> Verdict:
+    """``evaluate_queue`` over a window as the state file keeps it (flat: at_ms, consumer offset,
+    max offset, lag time per sample). Written for 10,000 groups a run: the columns are sliced out
+    and compared in C, no sample object is made, and no sentence."""
+    if not row:
         return Verdict(Status.ERR, "no figures could be read")
-    cur, first = window[-1], window[0]
-    consumers = [s.consumer for s in window]
+    consumers = row[1::4]
+    cur = consumers[-1]
     highest = max(consumers)
-    if cur.consumer < highest:
-        return Verdict(Status.REWIND, "rewind", (highest, cur.consumer))
-    if cur.broker <= cur.consumer:
+    if cur < highest:
+        return Verdict(Status.REWIND, "rewind", (highest, cur))
+    brokers = row[2::4]
+    if brokers[-1] <= cur:
         return _CAUGHT_UP
-    diffs = [s.broker - s.consumer for s in window]
+    diffs = list(map(operator.sub, brokers, consumers))
+    ats = row[0::4]
     if min(diffs) <= 0:
-        last_zero = max(s.at_ms for s, d in zip(window, diffs, strict=True) if d <= 0)
-        return Verdict(Status.OK, "caught_up_ago", (cur.at_ms - last_zero,))
-    if len(window) < rules.samples:
-        have = (len(window), rules.samples)
+        last_zero = max(at for at, d in zip(ats, diffs, strict=True) if d <= 0)
+        return Verdict(Status.OK, "caught_up_ago", (ats[-1] - last_zero,))
+    if len(ats) < rules.samples:
+        have = (len(ats), rules.samples)
         return Verdict(Status.OK, "collecting", have, collecting=have)
-    span = cur.at_ms - first.at_ms
-    moved_at = window[consumers.index(cur.consumer)].at_ms
-    idle, active = cur.at_ms - moved_at, moved_at - first.at_ms
+    now, since = ats[-1], ats[0]
+    span = now - since
+    moved_at = ats[consumers.index(cur)]
+    idle, active = now - moved_at, moved_at - since
     if clients.online == 0 and idle > active:
-        return Verdict(Status.STOP, "stop", (cur.consumer, idle, diffs[-1]))
-    if cur.consumer == first.consumer:
+        return Verdict(Status.STOP, "stop", (cur, idle, diffs[-1]))
+    if cur == consumers[0]:
         online = -1 if clients.online is None else clients.online
-        return Verdict(Status.STALL, "stall", (cur.consumer, span, diffs[-1], online))
-    if all(b > a for a, b in zip(diffs, diffs[1:], strict=False)):
+        return Verdict(Status.STALL, "stall", (cur, span, diffs[-1], online))
+    if all(map(operator.gt, diffs[1:], diffs)):
         return Verdict(Status.WARN, "falling", (diffs[0], diffs[-1], span))
-    if rules.warn_lag_ms is not None and cur.lag_ms is not None and cur.lag_ms > rules.warn_lag_ms:
-        return Verdict(Status.WARN, "lag_time", (cur.lag_ms, rules.warn_lag_ms))
-    return Verdict(Status.OK, "consuming", (cur.consumer - first.consumer, span, diffs[0], diffs[-1]))
+    lag = row[-1]
+    if rules.warn_lag_ms is not None and lag is not None and lag > rules.warn_lag_ms:
+        return Verdict(Status.WARN, "lag_time", (lag, rules.warn_lag_ms))
+    return Verdict(Status.OK, "consuming", (cur - consumers[0], span, diffs[0], diffs[-1]))
 
 
 _CAUGHT_UP = Verdict(Status.OK, CAUGHT_UP)
 
 
-def evaluate_group(verdicts: Mapping[str, Verdict]) -> Verdict:
-    """The worst queue's status, its reason named by queue, and how many queues share it."""
-    first = worst_queue(verdicts)
+def evaluate_group(verdicts: Mapping[str, Verdict], first: str | None = None) -> Verdict:
+    """The worst queue's status, its reason named by queue, and how many queues share it;
+    ``first``: the worst queue when the caller knows it (``worst_queue``)."""
+    first = first or worst_queue(verdicts)
     if first is None:
         return Verdict(Status.OK, "no queues")
     worst = verdicts[first]
@@ -225,7 +244,10 @@ def worst_queue(verdicts: Mapping[str, Verdict]) -> str | None:
     a settled one), the first by name among equals."""
     if not verdicts:
         return None
-    return min(verdicts, key=lambda k: (-verdicts[k].status, verdicts[k].collecting is None, k))
+    top = max(v.status for v in verdicts.values())
+    worst = [k for k, v in verdicts.items() if v.status == top]
+    collecting = [k for k in worst if verdicts[k].collecting is not None]
+    return min(collecting or worst)
 
 
 def fails(status: Status, fail_on: Status) -> bool:
@@ -241,62 +263,66 @@ def state_path(home: str | os.PathLike[str], address: str) -> Path:
 
 @dataclass
 class Windows:
-    """Every queue's samples, keyed by a queue name (``group topic broker qid``). The state file's
-    rows (flat: ``at_ms, consumer, broker, lag_ms`` per sample) become samples only for the
-    queues a run adds to; the others are written back as they were read."""
+    """Every queue's samples, keyed by a queue name (``group topic broker qid``), kept as the state
+    file holds them: flat rows of ``at_ms, consumer, broker, lag_ms`` per sample, oldest first (a
+    run reads, evaluates and writes back 400,000 samples at 10,000 groups: no object per sample)."""
 
     rules: Rules
-    queues: dict[str, list[Sample]] = field(default_factory=dict)
-    #: rows as read: ints, but the lag time of a sample may be null
-    raw: dict[str, list[Any]] = field(default_factory=dict)
+    #: rows of ints, but the lag time of a sample may be null
+    queues: dict[str, list[Any]] = field(default_factory=dict)
 
     def add(self, key: str, sample: Sample) -> list[Sample]:
-        """Append (a sample at the same instant as the last replaces it) and trim to the window."""
-        window = self.queues.get(key)
-        if window is None:
-            flat = self.raw.pop(key, None) or []
-            window = [Sample(*flat[i : i + 4]) for i in range(0, len(flat) - 3, 4)]
-        if window and window[-1].at_ms >= sample.at_ms:
-            window.pop()
-        window.append(sample)
-        oldest = sample.at_ms - self.rules.max_age_ms
-        keep = window[-self.rules.samples :]
-        if keep[0].at_ms < oldest:
-            keep = [s for s in keep if s.at_ms >= oldest]
-        self.queues[key] = keep
-        return keep
+        """``add_row`` as samples."""
+        return samples_of(self.add_row(key, sample))
+
+    def add_row(self, key: str, sample: SampleRow) -> list[Any]:
+        """Append (a sample at the same instant as the last replaces it) and trim to the window;
+        the queue's row, a new list each time (a result printed earlier keeps its own)."""
+        row = self.queues.get(key) or []
+        if row and row[-4] >= sample[0]:
+            row = row[:-4]
+        kept = 4 * (self.rules.samples - 1)  # the samples before this one
+        row = [*row[-kept:], *sample] if row and kept > 0 else list(sample)
+        oldest = sample[0] - self.rules.max_age_ms
+        if row[0] < oldest:
+            ats = row[0::4]
+            row = row[4 * next(i for i, at in enumerate(ats) if at >= oldest) :]
+        self.queues[key] = row
+        return row
 
     def prune(self, now_ms: int) -> None:
         """Queues not seen for longer than the window (a deleted group) leave the state."""
         oldest = now_ms - self.rules.max_age_ms
-        for key in [k for k, w in self.queues.items() if not w or w[-1].at_ms < oldest]:
+        for key in [k for k, row in self.queues.items() if len(row) < 4 or row[-4] < oldest]:
             del self.queues[key]
-        for key in [k for k, flat in self.raw.items() if len(flat) < 4 or (flat[-4] or 0) < oldest]:
-            del self.raw[key]
 
     def to_json(self) -> dict[str, Any]:
-        rows = dict(self.raw)
-        rows.update((k, [x for s in w for x in s.to_row()]) for k, w in self.queues.items())
-        return {"format": STATE_FORMAT, "queues": rows}
+        return {"format": STATE_FORMAT, "queues": self.queues}
 
     @classmethod
     def from_json(cls, doc: Any, rules: Rules) -> Windows:
         if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("queues"), dict):
             raise ValueError("not a health state file")
         # the rows are this module's own writing; one pass checks they are whole-number rows still
+        # (each check runs in C over a whole row: 10,000 groups hold some 1.6 million numbers)
         rows = doc["queues"]
-        if not all(isinstance(r, list) and len(r) % 4 == 0 for r in rows.values()):
-            raise ValueError("not a health state file")
-        if not all(type(x) is int for r in rows.values() for k in (0, 1, 2) for x in r[k::4]):
-            raise ValueError("not a health state file")
-        if not all(type(x) is int or x is None for r in rows.values() for x in r[3::4]):
-            raise ValueError("not a health state file")
-        return cls(rules, raw=rows)
+        for r in rows.values():
+            if type(r) is not list or len(r) % 4 or not _INT_OR_NULL.issuperset(map(type, r)):
+                raise ValueError("not a health state file")
+            if None in r and (None in r[0::4] or None in r[1::4] or None in r[2::4]):
+                raise ValueError("not a health state file")
+        return cls(rules, rows)
+
+
+#: the types a state file's rows may hold (bool is not int here: ``type(True) is bool``)
+_INT_OR_NULL = frozenset((int, type(None)))
 
 
 def queue_key(group: str, topic: str, broker: str, queue_id: int, client: str | None = None) -> str:
     """``group [client] topic broker qid``: names never hold spaces (the broker's name rule)."""
-    return " ".join([group, *([client] if client else []), topic, broker, str(queue_id)])
+    if client:
+        return f"{group} {client} {topic} {broker} {queue_id}"
+    return f"{group} {topic} {broker} {queue_id}"
 
 
 class StateFile:
@@ -361,10 +387,21 @@ def samples_json(window: Iterable[Sample]) -> list[dict[str, Any]]:
     return [s.to_json() for s in window]
 
 
-@dataclass
+def samples_of(row: Sequence[Any]) -> list[Sample]:
+    """A flat row of the state file as samples."""
+    it = iter(row)
+    return list(map(Sample._make, zip(it, it, it, it, strict=True)))
+
+
+@dataclass(slots=True)
 class QueueHealth:
     verdict: Verdict
-    window: list[Sample]
+    #: the window as a flat row (``Windows``)
+    row: list[Any]
+
+    @property
+    def window(self) -> list[Sample]:
+        return samples_of(self.row)
 
     def to_json(self) -> dict[str, Any]:
         return {**verdict_json(self.verdict), "samples": samples_json(self.window)}
@@ -376,10 +413,16 @@ class GroupHealth:
 
     verdict: Verdict
     queues: dict[str, QueueHealth] = field(default_factory=dict)
+    #: the key of the queue the status comes from (``worst_queue``), None without queues
+    worst: str | None = None
 
 
 def verdict_json(v: Verdict) -> dict[str, Any]:
     return {"status": v.status.name, "reason": v.reason, "collecting": v.collecting is not None}
+
+
+#: each status's name by its value (``Status.name`` is a property: slow for 80,000 queues)
+STATUS_NAMES = [s.name for s in Status]
 
 
 def status_cell(v: Verdict) -> str:
@@ -402,16 +445,20 @@ class MemoryState:
 
 
 def assess(
-    windows: Windows, rules: Rules, samples: Iterable[tuple[str, Sample]], clients: Clients, error: str | None = None
+    windows: Windows, rules: Rules, samples: Iterable[tuple[str, SampleRow]], clients: Clients, error: str | None = None
 ) -> GroupHealth:
     """A group's health: each queue's sample added to its window and evaluated; ``error``: the
     group's figures are incomplete (a broker did not answer), which makes it ERR whatever its
     queues say."""
     queues: dict[str, QueueHealth] = {}
+    verdicts: dict[str, Verdict] = {}
+    add = windows.add_row
     for key, sample in samples:
-        window = windows.add(key, sample)
-        queues[key] = QueueHealth(evaluate_queue(window, rules, clients), window)
-    verdict = evaluate_group({k: q.verdict for k, q in queues.items()})
+        row = add(key, sample)
+        verdicts[key] = v = evaluate_row(row, rules, clients)
+        queues[key] = QueueHealth(v, row)
+    worst = worst_queue(verdicts)
+    verdict = evaluate_group(verdicts, worst)
     if error is not None:
         verdict = Verdict(Status.ERR, error)
-    return GroupHealth(verdict, queues)
+    return GroupHealth(verdict, queues, worst)

@@ -246,3 +246,79 @@ def test_lag_times_of_many_groups_equal_one_read_per_queue(make_store: Callable[
         assert _spans([0, 1, 5, 31, 32, 33, 70, 99]) == [[0, 1, 5, 31], [32, 33], [70, 99]]
     finally:
         admin_ctx.close()
+
+
+def _without_clock(doc: dict[str, Any]) -> dict[str, Any]:
+    """A -g document without the figures that depend on the instant of the read (and without
+    its schema name, which a group's document inside several groups' does not repeat)."""
+    return {
+        **{k: v for k, v in doc.items() if k not in ("lag_time_ms", "schema")},
+        "queues": [{k: v for k, v in q.items() if k != "lag_time_ms"} for q in doc["queues"]],
+    }
+
+
+def test_several_groups_are_each_group_alone_in_every_output(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    store = make_store(count=80, span_ms=HOUR_MS, groups={"a": None, "b": -1})
+    alone = {g: cli("consumerProgress", "-n", store.address, "-g", g, "--json").json() for g in ("a", "b")}
+    both = cli("consumerProgress", "-n", store.address, "-g", "b,a", "--json")
+    assert both.code == 0, both.stderr
+    doc: Any = both.json()
+    assert [r["group"] for r in doc["results"]] == ["b", "a"]  # in the order named
+    assert [_without_clock(r) for r in doc["results"]] == [_without_clock(alone[g]) for g in ("b", "a")]
+
+    table = cli("consumerProgress", "-n", store.address, "-g", "a,b")
+    lines = table.stdout.splitlines()
+    assert lines[0] == "2 consumer groups" and lines[1].split()[:3] == ["Group", "Topic", "Broker"]
+    rows = [line.split() for line in lines if line.split()[:2] in (["a", "TopicTest"], ["b", "TopicTest"])]
+    assert Counter(r[0] for r in rows) == {"a": 8, "b": 8}
+    assert "a: Consume Diff Total: 0" in table.stdout and "b: Consume Diff Total: 80" in table.stdout
+
+    java = cli("consumerProgress", "-n", store.address, "-g", "a,b", "--output", "java").stdout
+    blocks = java.split("#Consumer Group: ")[1:]
+    assert [b.splitlines()[0] for b in blocks] == ["a", "b"]
+    assert "Consume Diff Total: 0" in blocks[0] and "Consume Diff Total: 80" in blocks[1]
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    prom = cli("consumerProgress", "-n", store.address, "-g", "a,b", "--output", "prometheus").stdout
+    diffs = {
+        s.labels["group"]: s.value
+        for f in text_string_to_metric_families(prom)
+        for s in f.samples
+        if s.name == "mqadmin_group_diff"
+    }
+    assert diffs == {"a": 0, "b": 80}
+
+
+def test_several_groups_in_check_mode(make_store: Callable[..., Store], cli: Callable[..., CliResult]) -> None:
+    store = make_store(count=80, groups={"a": None, "b": -1, "c": -1})
+    r = cli("consumerProgress", "-n", store.address, "-g", "a,b,c", "--max-lag", "10", "--json")
+    assert r.code == 3
+    assert r.stderr.strip().splitlines() == [
+        "mqadmin: error: b: Diff Total 80 > --max-lag 10; c: Diff Total 80 > --max-lag 10"
+    ]
+    assert [g["diff_total"] for g in r.json()["results"]] == [0, 80, 80]  # type: ignore[index]
+    assert cli("consumerProgress", "-n", store.address, "-g", "a,b", "--max-lag", "80").code == 0
+
+
+def test_several_groups_with_an_unknown_one_exit_2_with_one_line(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    store = make_store(count=8, groups={"a": None, "b": -1})
+    r = cli("consumerProgress", "-n", store.address, "-g", "a,nope,b,gone", "--json")
+    assert r.code == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "mqadmin: error: 2 of 4 groups of -g: unknown consumer group 'nope': it has no offsets on any broker; "
+        "unknown consumer group 'gone': it has no offsets on any broker"
+    ]
+    for args, message in [
+        (("-g", "a,,b"), "-g 'a,,b': groups are named once each, separated by commas"),
+        (("-g", "a,b,a"), "-g 'a,b,a': groups are named once each"),
+        (("-g", "a,b", "--local-store", str(tmp_path)), "--local-store reads one group's offsets: give -g one name"),
+        (("-g", "a,b c"), "-g 'b c'"),
+    ]:
+        r = cli("consumerProgress", "-n", store.address, *args)
+        assert r.code == 2 and r.stdout == "" and message in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1

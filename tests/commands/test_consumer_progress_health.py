@@ -19,7 +19,7 @@ import io
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ EXPECTED = {
     "idle": "OK",
     "pop": "STALL",
 }
+#: named together with -g A,B,...
+SEVERAL = ("stuck", "healthy", "stopped", "rewound")
 DEFAULTS: dict[str, Any] = {
     "group": None,
     "topic": None,
@@ -155,11 +157,13 @@ def timeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Timeline]:
 @pytest.fixture(scope="module")
 def history(timeline: Timeline) -> dict[str, list[Any]]:
     """The whole timeline, each minute: every group alone (-g) and the all-groups view."""
-    seen: dict[str, list[Any]] = {g: [] for g in EXPECTED} | {"all": [], "all_no_clients": []}
+    seen: dict[str, list[Any]] = {g: [] for g in EXPECTED} | {"all": [], "all_no_clients": [], "several": []}
+    several_home = timeline.home / "several"  # its own state file: the same samples as each -g alone
     for _ in range(STEPS):
         timeline.step()
         for g in EXPECTED:
             seen[g].append(run(timeline, group=g))
+        seen["several"].append(run(replace(timeline, home=several_home), group=",".join(SEVERAL)))
         seen["all"].append(run(timeline))
         seen["all_no_clients"].append(run(timeline, no_clients=True))
     return seen
@@ -360,3 +364,71 @@ def test_watch_keeps_its_samples_in_memory_and_shows_the_status_change(timeline:
     ]
     assert statuses == [("OK", True)] * (STEPS - 1) + [("STALL", False)] * 2
     assert not list((tmp_path / "home" / "state").glob("health-*"))  # the samples stay in memory
+
+
+def test_several_groups_get_each_status_and_one_check(history: dict[str, list[Any]]) -> None:
+    """-g A,B --health: each group's status, reason and window are those of the group alone; the
+    check fails for each group at --fail-on or worse, in one line."""
+    first, code, _ = history["several"][0]
+    assert [r["health"]["reason"] for r in first["results"] if r["group"] != "rewound"] == [
+        f"collecting (1 of {STEPS} samples)"
+    ] * 3
+    assert code == 0
+    doc, code, _ = history["several"][-1]
+    assert [r["group"] for r in doc["results"]] == list(SEVERAL)
+    for r in doc["results"]:
+        alone = history[r["group"]][-1][0]
+        assert r["health"] == alone["health"], r["group"]
+        assert [q["health"] for q in r["queues"]] == [q["health"] for q in alone["queues"]]
+    assert code == 3
+    failed = doc["check_failure"]
+    assert failed.startswith("stuck: STALL: ") and "; stopped: STOP: " in failed and "; rewound: REWIND: " in failed
+    assert failed.index("stopped:") < failed.index("rewound:") and "healthy:" not in failed
+
+
+def test_several_groups_watched_and_as_prometheus(timeline: Timeline, history: Any, tmp_path: Path) -> None:
+    """--watch -g A,B --health keeps both groups' samples in memory; Prometheus has each group's gauge."""
+    from mqadmin.watch import watch_loop
+
+    clock = {"now": timeline.now + 10 * MIN, "refreshes": 0}
+    out = io.StringIO()
+    ctx = Context(address=timeline.server.namesrv_addr, env=Env(stdout=out, stderr=io.StringIO()), output="json")
+    ctx.clock = lambda: clock["now"]
+
+    def sleep(_: float) -> None:
+        clock["refreshes"] += 1
+        if clock["refreshes"] == STEPS:
+            raise KeyboardInterrupt
+        clock["now"] += MIN
+
+    os.environ["MQADMIN_HOME"] = str(tmp_path / "home")  # the autouse fixture puts it back
+    with pytest.raises(KeyboardInterrupt):
+        watch_loop(
+            ctx, lookup("consumerProgress").bind(DEFAULTS | {"group": "stuck,idle"}), 1, "json", None, sleep=sleep
+        )
+    ctx.close()
+    docs = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [[r["health"]["status"] for r in d["results"]] for d in docs] == [["OK", "OK"]] * (STEPS - 1) + [
+        ["STALL", "OK"]
+    ]
+    assert {q["diff_change"] for q in docs[-1]["results"][0]["queues"]} == {0}
+    assert not list((tmp_path / "home" / "state").glob("health-*"))
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    now = timeline.now
+    ctx = Context(address=timeline.server.namesrv_addr, env=Env(stderr=io.StringIO()), output="prometheus", now=now)
+    ctx.clock = lambda: now
+    os.environ["MQADMIN_HOME"] = str(timeline.home)  # the timeline's samples: the window is full
+    try:
+        result = lookup("consumerProgress").bind(DEFAULTS | {"group": "stuck,idle"})(ctx)
+    finally:
+        ctx.close()
+    gauges = {
+        s.labels["group"]: s.value
+        for f in text_string_to_metric_families(result.prometheus_text())  # type: ignore[attr-defined]
+        for s in f.samples
+        if s.name == "mqadmin_group_health_status"
+    }
+    assert gauges == {"stuck": 2, "idle": 0}
+    assert result.check_failure is not None and result.check_failure.startswith("stuck: STALL")
