@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import configparser
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,17 @@ _ENV = {"access_key": "MQADMIN_ACCESS_KEY", "secret_key": "MQADMIN_SECRET_KEY"}
 #: environment variables holding a secret: kept out of the processes mqadmin starts
 SECRET_ENV = (_ENV["secret_key"],)
 _KEYS = ("namesrv", "access_key", "secret_key", "tls", "tls_ca", "tls_cert", "tls_key")
+
+
+@contextmanager
+def secrets_out_of_environ() -> Iterator[None]:
+    """Start child processes (replay workers, the Spark JVM) inside this: they inherit the
+    environment, which the same user can read from /proc, so the secrets are taken out meanwhile."""
+    saved = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def default_home() -> str:

@@ -13,15 +13,15 @@ import re
 import shutil
 import subprocess
 
+from mqadmin.config import SECRET_ENV
 from mqadmin.errors import UsageError
 
 INSTALL_HINT = "pip install 'mqadmin[spark]'"
 JAVA_HINT = "install Java 17+ (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 MIN_JAVA = 17
-#: environment variables holding a secret (see mqadmin.config): kept out of every process the
-#: engine starts (``java -version``, the JVM and so its Python workers and local executors),
-#: whose environment the same user can read; executors get the keys in their tasks instead
-SECRET_ENV = ("MQADMIN_SECRET_KEY",)
+# SECRET_ENV is kept out of every process the engine starts (``java -version``, the JVM and so
+# its Python workers and local executors), whose environment the same user can read; executors
+# get the keys in their tasks instead
 
 
 def environ_without_secrets() -> dict[str, str]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mqadmin.admin import capabilities_of
+from mqadmin.config import secrets_out_of_environ
 from mqadmin.errors import MqadminError, UsageError
 from mqadmin.model import MessageQueue
 from mqadmin.replay.local import Checkpoint, ReplayOutcome
@@ -33,7 +34,7 @@ from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import Sink, StdoutSink, Target, send_sink
 from mqadmin.replay.worker import MessageFilter, SliceStats
 
-from . import SECRET_ENV, check_master, files, is_local_master, jobs, unavailable_reason
+from . import check_master, files, is_local_master, jobs, unavailable_reason
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -77,7 +78,7 @@ def build_context(
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     for k, v in settings.items():
         spark_conf.set(k, v)
-    with _secrets_out_of_environ():
+    with secrets_out_of_environ():
         sc = SparkContext.getOrCreate(spark_conf)
     sc.setLogLevel("ERROR")
     if not is_local_master(master):
@@ -93,16 +94,6 @@ def build_session(
     from pyspark.sql import SparkSession
 
     return SparkSession.builder.getOrCreate()
-
-
-@contextmanager
-def _secrets_out_of_environ() -> Iterator[None]:
-    """pyspark starts the JVM with this process's environment (it takes no env argument)."""
-    saved = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
 
 
 #: log4j2 settings for the driver JVM: errors only, so stderr keeps our own notes readable. The

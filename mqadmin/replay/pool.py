@@ -15,14 +15,13 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.admin import capabilities_of
-from mqadmin.config import SECRET_ENV
+from mqadmin.config import secrets_out_of_environ
 from mqadmin.errors import MqadminError
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row
@@ -217,20 +216,11 @@ def _start_processes(count: int) -> Executor:
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")
-    with _secrets_out_of_environ():  # the pool's helper process starts here too
+    with secrets_out_of_environ():  # the pool's helper process starts here too
         executor = ProcessPoolExecutor(count, mp_context=ctx, initializer=_child_init)
         for _ in range(count):  # each submit finds no idle process, so starts one
             executor.submit(os.getpid)
     return executor
-
-
-@contextmanager
-def _secrets_out_of_environ() -> Iterator[None]:
-    saved = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
 
 
 class _Encoded:
