@@ -20,6 +20,9 @@ from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.seed import commit_at_time, fill_topic
 from mqadmin.output import Env
 
+#: real clusters shared across modules: the fixture, and the hooks that stop each after its last user
+pytest_plugins = ["tests.support.shared_clusters"]
+
 #: broker behaviours the mock implements: 4.x (client-push reset, nearest time search) and 5.x
 BROKER_VERSIONS = ("4.9.8", "5.3.3")
 HOUR_MS = 3_600_000
