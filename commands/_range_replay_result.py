@@ -76,7 +76,7 @@ class RangeReplayResult(ResultBase):
     #: --time-field: [begin, end) is of this field; the plan reads by store time widened by slack_ms
     time_field: str = "store"
     slack_ms: int | None = None
-    #: messages read whose field time fell outside [begin - slack, end + slack): the slack may be too small
+    #: messages read whose field was further from their store time than the slack: it may be too small
     outside_slack: int | None = None
 
     @property
@@ -170,8 +170,9 @@ class RangeReplayResult(ResultBase):
         ]
         if self.outside_slack:
             lines.append(
-                f"Warning: {self.outside_slack} message(s) read have a {self.time_field} more than --slack {slack} "
-                "outside the window: messages of the window may be stored beyond it; a larger --slack reads them"
+                f"Warning: {self.outside_slack} message(s) read have a {self.time_field} time more than --slack "
+                f"{slack} from their store time: messages of the window may be stored beyond the widened "
+                "window and were not read; a larger --slack reads them"
             )
         return lines
 

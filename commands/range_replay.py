@@ -208,7 +208,7 @@ class RangeReplayCommand(SubCommand):
             "With --time-field born or property:NAME: how far the field may be from the store time "
             "(default 5m: a producer's send retries, 3 tries of 3 s, and minutes of clock skew; delayed "
             "messages are stored at their delivery time and need their delay). The summary warns of "
-            "messages read whose field is outside the widened window: a sign it is too small "
+            "messages read whose field is further than that from their store time: a sign it is too small "
             "(e.g. 30s, 10m, 2h; mqadmin extension)",
             metavar="DURATION",
         ),

@@ -197,10 +197,11 @@ class MessageFilter:
             int(doc.get("field_end", 0)),
         )
 
-    def outside(self, t: int | None) -> bool:
-        """Whether a message read by store time has a field time outside the read window: a sign
-        that the slack is too small (its like, stored beyond the window, was never read)."""
-        return t is not None and not self.begin <= t < self.end
+    def outside(self, t: int | None, store_time: int) -> bool:
+        """Whether a message read has its field time further from its store time than the slack:
+        a sign the slack is too small (a message of the window so far off may be stored beyond the
+        widened window, and never read). Jitter within the slack never counts, even at the edges."""
+        return t is not None and abs(t - store_time) > self.field_begin - self.begin
 
 
 @dataclass
@@ -216,7 +217,7 @@ class SliceStats:
     written: int = 0
     #: matched messages --dedup dropped (their UNIQ_KEY was written before)
     duplicates: int = 0
-    #: --time-field: messages read whose field time is outside the read window (the slack may be too small)
+    #: --time-field: messages read whose field is further from their store time than the slack
     outside: int = 0
 
     def to_json(self) -> dict[str, int]:
@@ -272,7 +273,7 @@ class SliceScan:
                     continue
                 msg.broker_name = msg.broker_name or s.broker
                 if field is not None and self.filter.begin <= msg.store_timestamp < self.filter.end:
-                    self.stats.outside += self.filter.outside(time_field(field).of(msg))
+                    self.stats.outside += self.filter.outside(time_field(field).of(msg), msg.store_timestamp)
                 if self.filter.matches(msg):
                     matched += 1
                     if exclude is not None and (s.broker, msg.queue_id, msg.queue_offset) in exclude:
@@ -297,7 +298,7 @@ class SliceScan:
             if flt.time_field is not None:
                 of_row = _row_time(time_field(flt.time_field))
                 times = [of_row(r) for r in kept]
-                self.stats.outside += sum(flt.outside(t) for t in times)
+                self.stats.outside += sum(flt.outside(t, r[10]) for r, t in zip(kept, times, strict=True))
                 lo, hi = flt.field_begin, flt.field_end
                 kept = [r for r, t in zip(kept, times, strict=True) if t is not None and lo <= t < hi]
             if tags is not None:
