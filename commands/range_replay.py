@@ -125,8 +125,6 @@ class RangeReplayParams(EngineParams):
                 "(the Spark engine writes broker=/queue_id= folders: --partition-by queue)"
             )
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
-        if self.field.scans and self.engine == "spark":
-            raise errors.UsageError(f"--time-field {self.field} runs on the local engine only (--engine local or auto)")
         if self.slack is not None and not self.field.scans:
             raise errors.UsageError(
                 "--slack widens a --time-field born or property:NAME window; the store time needs none"
@@ -187,18 +185,24 @@ class RangeReplayCommand(SubCommand):
         Opt(
             "begin",
             ("-b", "--begin"),
-            f"Window start, included (store time): {FORMATS_HELP}",
+            f"Window start, included (store time, or --time-field): {FORMATS_HELP}",
             required=True,
             metavar="TIME",
         ),
-        Opt("end", ("-e", "--end"), "Window end, excluded (store time; default now)", default="now", metavar="TIME"),
+        Opt(
+            "end",
+            ("-e", "--end"),
+            "Window end, excluded (store time, or --time-field; default now)",
+            default="now",
+            metavar="TIME",
+        ),
         Opt(
             "time_field",
             ("--time-field",),
             f"What -b/-e are compared with: {TIME_FIELDS_HELP} (epoch ms in a user property). Born "
             "times and properties are not in store order, so the window is read by store time widened "
             "by --slack on each side and each message kept by its field; a message without the property "
-            "is not kept (local engine; mqadmin extension)",
+            "is not kept (both engines; mqadmin extension)",
             default=STORE_TIME,
             metavar="FIELD",
         ),
@@ -474,10 +478,8 @@ def _work(plan: Plan, limit: int | None) -> Work:
 
 
 def _work_of(plan: Plan, params: RangeReplayParams) -> Work:
-    """--partition-by hour and broker, and --time-field born or property:NAME run on the local engine only."""
+    """--partition-by hour and broker are written by the local engine only."""
     work = _work(plan, params.limit)
-    if params.field.scans and work.stays_local is None:
-        work = replace(work, stays_local=f"--time-field {params.field} is set")
     if params.partition_by not in (None, "queue") and work.stays_local is None:
         work = replace(work, stays_local=f"--partition-by {params.partition_by} is set")
     return work

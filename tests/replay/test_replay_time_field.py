@@ -193,7 +193,6 @@ def test_killed_born_replay_resumes_exactly(door: str, tmp_path: Path, cli_proc:
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
-        (("--time-field", "born", "--engine", "spark"), "--time-field born runs on the local engine only"),
         (("--slack", "5m"), "--slack widens a --time-field born or property:NAME window"),
         (("--time-field", "born", "--slack", "soon"), "cannot read duration 'soon'"),
         (("--time-field", "property:"), "--time-field property:NAME needs the property's name"),
