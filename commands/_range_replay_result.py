@@ -158,6 +158,10 @@ class RangeReplayResult(ResultBase):
             doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
         return doc
 
+    @property
+    def _field_name(self) -> str:
+        return "born time" if self.time_field == "born" else self.time_field.replace("property:", "property ")
+
     def _field_lines(self) -> list[str]:
         """--time-field: what was read and kept, and the warning that the slack may be too small."""
         if self.slack_ms is None:
@@ -166,11 +170,11 @@ class RangeReplayResult(ResultBase):
         kept = self.would_write if self.dry_run else self.matched
         lines = [
             f"Read {self.total} message(s) stored within --slack {slack} of the window; "
-            + (f"{kept} kept by {self.time_field} and the filters" if kept is not None else "none read yet")
+            + (f"{kept} kept by {self._field_name} and the filters" if kept is not None else "none read yet")
         ]
         if self.outside_slack:
             lines.append(
-                f"Warning: {self.outside_slack} message(s) read have a {self.time_field} time more than --slack "
+                f"Warning: {self.outside_slack} message(s) read have a {self._field_name} more than --slack "
                 f"{slack} from their store time: messages of the window may be stored beyond the widened "
                 "window and were not read; a larger --slack reads them"
             )
@@ -186,7 +190,7 @@ class RangeReplayResult(ResultBase):
             if not self.dry_run:
                 row += [q.matched, q.written]
             rows.append(row)
-        by = "store time" if self.slack_ms is None else f"{self.time_field.replace('property:', 'property ')}"
+        by = "store time" if self.slack_ms is None else self._field_name
         footer = [
             f"Window: [{format_time(self.begin, self.tz)}, {format_time(self.end, self.tz)}) by {by} "
             f"({self.begin} .. {self.end})",
