@@ -12,7 +12,7 @@ from mqadmin.commands._common import missing_brokers_json, time_fields
 from mqadmin import errors
 from mqadmin.model import MessageQueue
 from mqadmin.output import ResultBase, Table
-from mqadmin.timeparse import format_time
+from mqadmin.timeparse import format_duration, format_time
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin
@@ -73,6 +73,11 @@ class RangeReplayResult(ResultBase):
     stdout_used: bool = False
     #: brokers of the topic that did not answer while planning (name -> why): not in the plan
     missing_brokers: dict[str, str] = field(default_factory=dict)
+    #: --time-field: [begin, end) is of this field; the plan reads by store time widened by slack_ms
+    time_field: str = "store"
+    slack_ms: int | None = None
+    #: messages read whose field was further from their store time than the slack: it may be too small
+    outside_slack: int | None = None
 
     @property
     def total(self) -> int:
@@ -104,6 +109,9 @@ class RangeReplayResult(ResultBase):
             "topic": self.topic,
             **time_fields("begin", self.begin, self.tz),
             **time_fields("end", self.end, self.tz),
+            "time_field": self.time_field,
+            "slack_ms": self.slack_ms,
+            "outside_slack": self.outside_slack,
             "to": self.to,
             "engine": self.engine,
             "dry_run": self.dry_run,
@@ -150,6 +158,28 @@ class RangeReplayResult(ResultBase):
             doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
         return doc
 
+    @property
+    def _field_name(self) -> str:
+        return "born time" if self.time_field == "born" else self.time_field.replace("property:", "property ")
+
+    def _field_lines(self) -> list[str]:
+        """--time-field: what was read and kept, and the warning that the slack may be too small."""
+        if self.slack_ms is None:
+            return []
+        slack = format_duration(self.slack_ms)
+        kept = self.would_write if self.dry_run else self.matched
+        lines = [
+            f"Read {self.total} message(s) stored within --slack {slack} of the window; "
+            + (f"{kept} kept by {self._field_name} and the filters" if kept is not None else "none read yet")
+        ]
+        if self.outside_slack:
+            lines.append(
+                f"Warning: {self.outside_slack} message(s) read have a {self._field_name} more than --slack "
+                f"{slack} from their store time: messages of the window may be stored beyond the widened "
+                "window and were not read; a larger --slack reads them"
+            )
+        return lines
+
     def table(self) -> Table:
         columns = ["Broker", "QID", "Start Offset", "End Offset", "Messages"]
         if not self.dry_run:
@@ -160,11 +190,13 @@ class RangeReplayResult(ResultBase):
             if not self.dry_run:
                 row += [q.matched, q.written]
             rows.append(row)
+        by = "store time" if self.slack_ms is None else self._field_name
         footer = [
-            f"Window: [{format_time(self.begin, self.tz)}, {format_time(self.end, self.tz)}) by store time "
+            f"Window: [{format_time(self.begin, self.tz)}, {format_time(self.end, self.tz)}) by {by} "
             f"({self.begin} .. {self.end})",
             f"Plan: {self.total} message(s) in {self.slices} slice(s)" + (", dry run" if self.dry_run else ""),
         ]
+        footer += self._field_lines()
         if self.sql is not None:
             footer.append(f"SQL92 filter: {self.sql}")
         if self.would_write is not None:
@@ -254,7 +286,7 @@ def apply_stats(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], ou
     rows = {(q.broker, q.queue_id): q for q in result.queues}
     for q in result.queues:
         q.matched, q.written = 0, 0
-    total_bytes = duplicates = 0
+    total_bytes = duplicates = outside = 0
     for s in plan.slices:
         st = stats.get(s.index)
         if st is None:
@@ -265,7 +297,10 @@ def apply_stats(result: RangeReplayResult, plan: Plan, stats: dict[int, Any], ou
         row.missing += st.missing
         total_bytes += st.bytes
         duplicates += st.duplicates
+        outside += st.outside
     result.bytes = total_bytes
+    if result.slack_ms is not None:
+        result.outside_slack = outside
     if result.dedup:
         result.duplicates = duplicates
     missing = sum(q.missing for q in result.queues)

@@ -26,6 +26,7 @@ from mqadmin import errors, journal, seen
 from mqadmin.context import Context
 from mqadmin.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 from mqadmin.registry import Opt, SubCommand, register
+from mqadmin.replay import STORE_TIME, TIME_FIELDS_HELP, TimeField
 from mqadmin.timeparse import FORMATS_HELP, format_time
 
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from mqadmin.replay.planner import Plan
     from mqadmin.replay.sinks import Sink, Target
     from mqadmin.replay.worker import MessageFilter
+
+
+#: --slack's default: a producer's send retries (3 attempts of 3 s by default) and a few
+#: minutes of clock skew between producer and broker, with room to spare
+DEFAULT_SLACK_MS = 5 * 60 * 1000
 
 
 def _csv(text: str | None) -> list[str]:
@@ -72,6 +78,8 @@ class RangeReplayParams(EngineParams):
     max_inflight: int | None
     workers: int | None
     partition_by: str | None
+    time_field: str
+    slack: str | None
 
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter
@@ -117,6 +125,24 @@ class RangeReplayParams(EngineParams):
                 "(the Spark engine writes broker=/queue_id= folders: --partition-by queue)"
             )
         self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
+        if self.slack is not None and not self.field.scans:
+            raise errors.UsageError(
+                "--slack widens a --time-field born or property:NAME window; the store time needs none"
+            )
+        self.slack_ms  # noqa: B018 (a bad --slack is a usage error before anything runs)
+
+    @property
+    def field(self) -> TimeField:
+        return TimeField.parse(self.time_field)
+
+    @property
+    def slack_ms(self) -> int:
+        """How far the store-time window is widened on each side (0 for the store time itself)."""
+        if not self.field.scans:
+            return 0
+        from mqadmin.timeparse import parse_duration_ms
+
+        return parse_duration_ms(self.slack) if self.slack is not None else DEFAULT_SLACK_MS
 
     @property
     def target(self) -> Target:
@@ -159,11 +185,37 @@ class RangeReplayCommand(SubCommand):
         Opt(
             "begin",
             ("-b", "--begin"),
-            f"Window start, included (store time): {FORMATS_HELP}",
+            f"Window start, included (store time, or --time-field): {FORMATS_HELP}",
             required=True,
             metavar="TIME",
         ),
-        Opt("end", ("-e", "--end"), "Window end, excluded (store time; default now)", default="now", metavar="TIME"),
+        Opt(
+            "end",
+            ("-e", "--end"),
+            "Window end, excluded (store time, or --time-field; default now)",
+            default="now",
+            metavar="TIME",
+        ),
+        Opt(
+            "time_field",
+            ("--time-field",),
+            f"What -b/-e are compared with: {TIME_FIELDS_HELP} (epoch ms in a user property). Born "
+            "times and properties are not in store order, so the window is read by store time widened "
+            "by --slack on each side and each message kept by its field; a message without the property "
+            "is not kept (both engines; mqadmin extension)",
+            default=STORE_TIME,
+            metavar="FIELD",
+        ),
+        Opt(
+            "slack",
+            ("--slack",),
+            "With --time-field born or property:NAME: how far the field may be from the store time "
+            "(default 5m: a producer's send retries, 3 tries of 3 s, and minutes of clock skew; delayed "
+            "messages are stored at their delivery time and need their delay). The summary warns of "
+            "messages read whose field is further than that from their store time: a sign it is too small "
+            "(e.g. 30s, 10m, 2h; mqadmin extension)",
+            metavar="DURATION",
+        ),
         Opt("queue", ("--queue",), "Only these queue ids (e.g. 0 or 0,3)", metavar="QIDS"),
         Opt("broker", ("--broker",), "Only queues on these brokers (comma-separated names)", metavar="NAMES"),
         Opt("tag", ("--tag",), "Tag expression: TagA or 'TagA || TagB' (* = all)", metavar="EXPR"),
@@ -269,25 +321,33 @@ class RangeReplayCommand(SubCommand):
         from mqadmin.replay.worker import MessageFilter, parse_tag_expression
 
         begin, end = _window(ctx, params)
-        target, cp_path = params.target, params.checkpoint_path
+        target, cp_path, slack = params.target, params.checkpoint_path, params.slack_ms
         flt = MessageFilter(begin, end, parse_tag_expression(params.tag), params.key or None, params.sql)
+        if params.field.scans:  # read by store time, widened; keep by the field
+            field = str(params.field)
+            flt = replace(flt, begin=begin - slack, end=end + slack, time_field=field, field_begin=begin, field_end=end)
         args = _identity(ctx, params)
         checkpoint, published_now = _open_checkpoint(ctx, params, args)
         admin = ctx.admin(write=target.is_send and not params.dry_run)
         if checkpoint is not None:
             plan, engine_name = checkpoint.plan, checkpoint.engine
             flt = replace(flt, begin=plan.begin, end=plan.end)
+            if flt.time_field is not None:  # the slack is part of the checkpoint's command line
+                flt = replace(flt, field_begin=plan.begin + slack, field_end=plan.end - slack)
             done = f"{len(checkpoint.done)} of {len(plan.slices)} slice(s) done"
             ctx.env.note(f"resuming from checkpoint {cp_path}: {done}")
             missing: dict[str, str] = {}
         else:
-            (plan, missing), engine_name = _plan(admin, params, begin, end), params.engine
+            (plan, missing), engine_name = _plan(admin, params, flt.begin, flt.end), params.engine
             for gone in seen.vanished(admin, ctx.now):  # routed recently, not now: its queues are not in the plan
                 missing.setdefault(gone.name, f"missing from the route: {gone.where(ctx.now)}")
         result = plan_result(
             plan, str(target), engine_name, params.dry_run, params.tag, flt.key, params.limit, cp_path, ctx.tz
         )
         result.sql, result.dedup, result.partition_by = params.sql, params.dedup, params.partition_by
+        if flt.time_field is not None:
+            result.time_field, result.slack_ms = flt.time_field, slack
+            result.begin, result.end = flt.field_begin, flt.field_end
         _note_missing(ctx, result, missing, params.partial)
         note_expired(result, admin)
         if params.dry_run:
@@ -363,6 +423,7 @@ def _identity(ctx: Context, params: RangeReplayParams) -> dict[str, Any]:
         "engine": params.engine,
         "slice_size": params.slice_size,
         # options newer than the checkpoint format: only when given, so older checkpoints still resume
+        **({"time_field": params.time_field, "slack_ms": params.slack_ms} if params.field.scans else {}),
         **({"sql": params.sql} if params.sql is not None else {}),
         **({"dedup": True} if params.dedup else {}),
         **({"partition_by": params.partition_by} if params.partition_by else {}),
@@ -566,6 +627,7 @@ def _manifest_base(plan: Plan, params: RangeReplayParams, engine: str) -> dict[s
             "sql": params.sql,
             "dedup": params.dedup,
             "limit": params.limit,
+            **({"time_field": str(params.field), "slack_ms": params.slack_ms} if params.field.scans else {}),
         },
     }
 
@@ -578,7 +640,7 @@ def _count_dry_run(
     if params.partition_by is not None:
         _count_partitions(ctx, admin, result, plan, flt, params)
         return
-    if not (params.tag or params.key or params.sql is not None or params.dedup) or plan.total == 0:
+    if not (params.tag or params.key or params.sql is not None or params.dedup or flt.time_field) or plan.total == 0:
         result.would_write = min(plan.total, params.limit) if params.limit is not None else plan.total
         _note_duration(result, params.per_second)
         return
@@ -590,6 +652,8 @@ def _count_dry_run(
     result.would_write = outcome.written
     if params.dedup:
         result.duplicates = sum(s.duplicates for s in outcome.stats.values())
+    if flt.time_field is not None:
+        result.outside_slack = sum(s.outside for s in outcome.stats.values())
     result.notes.append("The dry run read the window to apply the filters; it wrote and sent nothing.")
     _note_duration(result, params.per_second)
 
@@ -609,6 +673,8 @@ def _count_partitions(
     result.partitions = dict(sorted(sink.counts.items()))
     if params.dedup:
         result.duplicates = sum(s.duplicates for s in outcome.stats.values())
+    if flt.time_field is not None:
+        result.outside_slack = sum(s.outside for s in outcome.stats.values())
     result.notes.append("The dry run read the window to count each partition; it wrote nothing.")
     _note_duration(result, params.per_second)
 

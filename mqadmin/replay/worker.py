@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.errors import MqadminError, UsageError
 from mqadmin.message import iter_messages
 from mqadmin.model import Message, MessageQueue, PullResult, RawPull
+from mqadmin.replay import BORN_TIME, STORE_TIME, TimeField
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row, decode_rows, to_row
 
@@ -108,10 +109,35 @@ def sql_filter(text: str) -> SqlFilter:
     return compile_sql(text)
 
 
+@functools.lru_cache(maxsize=16)
+def time_field(text: str) -> TimeField:
+    """The parsed ``--time-field`` (filters travel as text)."""
+    return TimeField.parse(text)
+
+
+def _row_time(field: TimeField) -> Callable[[Row], int | None]:
+    """``field.of`` for a replay row (ROW_KEYS order: born time at 9, store time at 10, properties at 14)."""
+    if field.kind == STORE_TIME:
+        return lambda r: int(r[10])
+    if field.kind == BORN_TIME:
+        return lambda r: int(r[9])
+    name = field.name
+
+    def prop(r: Row) -> int | None:
+        try:
+            return int(r[14][name].strip())
+        except (KeyError, ValueError):
+            return None
+
+    return prop
+
+
 @dataclass(frozen=True)
 class MessageFilter:
     """Which messages of a slice are kept: store time in ``[begin, end)``, then tag, key and
-    the SQL92 expression on the properties."""
+    the SQL92 expression on the properties. With ``time_field`` (born or property:NAME) the
+    store-time window is the read window, widened by --slack, and the field must also be in
+    ``[field_begin, field_end)``: the window the user asked for."""
 
     begin: int
     end: int
@@ -121,10 +147,18 @@ class MessageFilter:
     #: positions (broker, queue id, queue offset) of duplicates to drop: --dedup on Spark, found
     #: by a first pass over the window (counted as matched, then as duplicates, as locally)
     exclude: frozenset[tuple[str, int, int]] | None = None
+    #: --time-field other than store (TimeField text); None: the window is by store time
+    time_field: str | None = None
+    field_begin: int = 0
+    field_end: int = 0
 
     def matches(self, msg: Message) -> bool:
         if not self.begin <= msg.store_timestamp < self.end:
             return False
+        if self.time_field is not None:
+            t = time_field(self.time_field).of(msg)
+            if t is None or not self.field_begin <= t < self.field_end:
+                return False
         if self.tags is not None and msg.tags not in self.tags:
             return False
         if self.key is not None and self.key not in (msg.keys or "").split(KEY_SEPARATOR):
@@ -141,6 +175,9 @@ class MessageFilter:
             "key": self.key,
             "sql": self.sql,
             "exclude": sorted(self.exclude) if self.exclude is not None else None,
+            "time_field": self.time_field,
+            "field_begin": self.field_begin,
+            "field_end": self.field_end,
         }
 
     @staticmethod
@@ -155,7 +192,16 @@ class MessageFilter:
             frozenset((str(b), int(q), int(o)) for b, q, o in doc["exclude"])
             if doc.get("exclude") is not None
             else None,
+            str(doc["time_field"]) if doc.get("time_field") is not None else None,
+            int(doc.get("field_begin", 0)),
+            int(doc.get("field_end", 0)),
         )
+
+    def outside(self, t: int | None, store_time: int) -> bool:
+        """Whether a message read has its field time further from its store time than the slack:
+        a sign the slack is too small (a message of the window so far off may be stored beyond the
+        widened window, and never read). Jitter within the slack never counts, even at the edges."""
+        return t is not None and abs(t - store_time) > self.field_begin - self.begin
 
 
 @dataclass
@@ -171,6 +217,8 @@ class SliceStats:
     written: int = 0
     #: matched messages --dedup dropped (their UNIQ_KEY was written before)
     duplicates: int = 0
+    #: --time-field: messages read whose field is further from their store time than the slack
+    outside: int = 0
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -181,11 +229,12 @@ class SliceStats:
             "missing": self.missing,
             "written": self.written,
             "duplicates": self.duplicates,
+            "outside": self.outside,
         }
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> SliceStats:
-        keys = ("index", "scanned", "matched", "bytes", "missing", "written", "duplicates")
+        keys = ("index", "scanned", "matched", "bytes", "missing", "written", "duplicates", "outside")
         return SliceStats(**{k: int(doc.get(k, 0)) for k in keys})
 
 
@@ -218,11 +267,13 @@ class SliceScan:
         for offset, answer in self._answers():
             messages = answer.messages if isinstance(answer, PullResult) else _decode_messages(answer)
             matched = body_bytes = 0
-            exclude = self.filter.exclude
+            exclude, field = self.filter.exclude, self.filter.time_field
             for msg in messages:
                 if not offset <= msg.queue_offset < s.end:
                     continue
                 msg.broker_name = msg.broker_name or s.broker
+                if field is not None and self.filter.begin <= msg.store_timestamp < self.filter.end:
+                    self.stats.outside += self.filter.outside(time_field(field).of(msg), msg.store_timestamp)
                 if self.filter.matches(msg):
                     matched += 1
                     if exclude is not None and (s.broker, msg.queue_id, msg.queue_offset) in exclude:
@@ -244,6 +295,12 @@ class SliceScan:
                 decoded = decode_rows(answer.records, s.broker)
             last = s.end
             kept = [r for r in decoded if offset <= r[3] < last and begin <= r[10] < end]
+            if flt.time_field is not None:
+                of_row = _row_time(time_field(flt.time_field))
+                times = [of_row(r) for r in kept]
+                self.stats.outside += sum(flt.outside(t, r[10]) for r, t in zip(kept, times, strict=True))
+                lo, hi = flt.field_begin, flt.field_end
+                kept = [r for r, t in zip(kept, times, strict=True) if t is not None and lo <= t < hi]
             if tags is not None:
                 kept = [r for r in kept if r[7] in tags]
             if key is not None:
