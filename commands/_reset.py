@@ -196,7 +196,7 @@ def daemon_map(fn: Callable[[T], R], items: list[T], *, deadline: float | None =
                 return
             try:
                 value = fn(items[i])
-            except BaseException as exc:  # noqa: BLE001 - raised in the waiting thread
+            except BaseException as exc:  # raised in the waiting thread
                 failed.append(exc)
                 return
             with lock:
@@ -226,7 +226,7 @@ def _until_interrupted(fn: Callable[[], None]) -> bool:
     def run() -> None:
         try:
             fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+        except BaseException as exc:  # handed to the waiting thread
             failed.append(exc)
         finally:
             done.set()

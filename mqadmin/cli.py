@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
 def _main(args: list[str], env: Env) -> int:
     show_tb = "--traceback" in args or os.environ.get("MQADMIN_TRACEBACK") == "1"
     if env.stderr is None:  # started with 2>&-: errors go nowhere, the exit code still tells
-        env.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+        env.stderr = open(os.devnull, "w")  # lives as long as the process
     if not _usable(env.stdout):
         env.error("stdout is closed (>&-), so the result cannot be printed; redirect it to a file or /dev/null")
         return ExitCode.USAGE

@@ -117,7 +117,7 @@ def _write_jsonl(path: str, batches: Iterable[Sequence[Row]], job: FileJob) -> b
         for rows in batches:
             if f is None:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                f = open(path, "wb")  # noqa: SIM115 (closed below, after the last batch)
+                f = open(path, "wb")  # closed below, after the last batch
             f.writelines(json_chunks(rows))
         if f is not None:
             f.flush()

@@ -69,7 +69,7 @@ class StatsParam:
     def zero(self, value: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
         return {}
 
-    def addInPlace(  # noqa: N802  (the name PySpark calls)
+    def addInPlace(  # the name PySpark calls
         self, a: dict[int, dict[str, int]], b: dict[int, dict[str, int]]
     ) -> dict[int, dict[str, int]]:
         a.update(b)

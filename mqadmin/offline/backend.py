@@ -50,7 +50,7 @@ class StoreBroker(MockBroker):
 class StoreCluster(MockCluster):
     """The name-server view over several stores; never locks, never flushes."""
 
-    def __init__(self, specs: list[StoreSpec]):  # noqa: D107 - MockCluster's reads only need these
+    def __init__(self, specs: list[StoreSpec]):  # MockCluster's reads only need these
         self.root = specs[0].root
         self.writable = False
         self._lock_fd = None

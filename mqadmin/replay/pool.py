@@ -268,7 +268,7 @@ def _portable(exc: Exception) -> Exception:
     try:
         if type(pickle.loads(pickle.dumps(exc))) is type(exc):
             return exc
-    except Exception:  # noqa: S110 (any failure to pickle means: send a plain error instead)
+    except Exception:  # any failure to pickle means: send a plain error instead
         pass
     return MqadminError(str(exc) or type(exc).__name__)
 

@@ -78,7 +78,7 @@ def settled(world: World) -> dict[MessageQueue, str]:
     while True:
         try:
             now = owners(world)
-        except Exception:  # noqa: BLE001 - a client still starting: ask again until the deadline
+        except Exception:  # a client still starting: ask again until the deadline
             now = {}
         clients = set(now.values())
         wanted = set(world.queues) | set(retry_queues(world))  # the %RETRY% queue is rebalanced last

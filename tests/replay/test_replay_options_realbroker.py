@@ -156,7 +156,7 @@ def wait_route(admin: Admin, topic: str) -> list[MessageQueue]:
             queues = admin.topic_route(topic).message_queues()
             if queues:
                 return queues
-        except Exception:  # noqa: BLE001 (not routed yet)
+        except Exception:  # not routed yet
             pass
         assert time.monotonic() < deadline, f"no route for {topic}"
         time.sleep(0.3)

@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqadmin.admin import connect  # noqa: E402
-from mqadmin.cli import main  # noqa: E402
-from mqadmin.mock.cluster import MockCluster  # noqa: E402
-from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
-from mqadmin.model import Message  # noqa: E402
-from mqadmin.output import Env  # noqa: E402
-from mqadmin.replay.search import (  # noqa: E402
+from mqadmin.admin import connect
+from mqadmin.cli import main
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.seed import commit_at_time, fill_topic
+from mqadmin.model import Message
+from mqadmin.output import Env
+from mqadmin.replay.search import (
     TimeField,
     earliest_per_queue,
     first_match_in_order,

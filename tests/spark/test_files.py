@@ -13,17 +13,17 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqadmin.spark import files, jobs  # noqa: E402
+from mqadmin.spark import files, jobs
 
-from mqadmin.admin import connect  # noqa: E402
-from mqadmin.errors import MqadminError, UsageError  # noqa: E402
-from mqadmin.mock.cluster import MockCluster  # noqa: E402
-from mqadmin.mock.seed import fill_topic  # noqa: E402
-from mqadmin.replay.local import run_local  # noqa: E402
-from mqadmin.replay.planner import Plan, plan_window  # noqa: E402
-from mqadmin.replay.records import read_records  # noqa: E402
-from mqadmin.replay.sinks import open_sink, parse_target  # noqa: E402
-from mqadmin.replay.worker import MessageFilter  # noqa: E402
+from mqadmin.admin import connect
+from mqadmin.errors import MqadminError, UsageError
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.seed import fill_topic
+from mqadmin.replay.local import run_local
+from mqadmin.replay.planner import Plan, plan_window
+from mqadmin.replay.records import read_records
+from mqadmin.replay.sinks import open_sink, parse_target
+from mqadmin.replay.worker import MessageFilter
 
 pytestmark = pytest.mark.spark
 

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqadmin.mock.cluster import MockCluster  # noqa: E402
-from mqadmin.mock.seed import fill_topic  # noqa: E402
-from mqadmin.replay.records import read_records  # noqa: E402
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.seed import fill_topic
+from mqadmin.replay.records import read_records
 
 pytestmark = pytest.mark.spark
 

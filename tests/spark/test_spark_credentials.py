@@ -24,9 +24,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqadmin import errors  # noqa: E402
-from mqadmin.replay.records import read_records  # noqa: E402
-from tests.spark.secret_support import (  # noqa: E402
+from mqadmin import errors
+from mqadmin.replay.records import read_records
+from tests.spark.secret_support import (
     ACCESS_KEY,
     GROUP,
     SECRET,

@@ -14,17 +14,17 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqadmin.admin import Admin, connect  # noqa: E402
-from mqadmin.message import new_uniq_key  # noqa: E402
-from mqadmin.mock.cluster import MockCluster  # noqa: E402
-from mqadmin.mock.seed import commit_at_time, fill_topic  # noqa: E402
-from mqadmin.model import Message  # noqa: E402
-from mqadmin.protocol.constants import RETRY_PREFIX  # noqa: E402
-from mqadmin.replay.local import Checkpoint, run_local  # noqa: E402
-from mqadmin.replay.planner import Plan, plan_window, select_queues  # noqa: E402
-from mqadmin.replay.records import read_records  # noqa: E402
-from mqadmin.replay.sinks import Target, open_sink, parse_target  # noqa: E402
-from mqadmin.replay.worker import MessageFilter  # noqa: E402
+from mqadmin.admin import Admin, connect
+from mqadmin.message import new_uniq_key
+from mqadmin.mock.cluster import MockCluster
+from mqadmin.mock.seed import commit_at_time, fill_topic
+from mqadmin.model import Message
+from mqadmin.protocol.constants import RETRY_PREFIX
+from mqadmin.replay.local import Checkpoint, run_local
+from mqadmin.replay.planner import Plan, plan_window, select_queues
+from mqadmin.replay.records import read_records
+from mqadmin.replay.sinks import Target, open_sink, parse_target
+from mqadmin.replay.worker import MessageFilter
 
 pytestmark = pytest.mark.spark
 

@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqadmin.replay.records import read_records  # noqa: E402
-from tests.spark.secret_support import (  # noqa: E402
+from mqadmin.replay.records import read_records
+from tests.spark.secret_support import (
     ACCESS_KEY,
     SECRET,
     T0,

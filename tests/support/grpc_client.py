@@ -25,7 +25,7 @@ from pathlib import Path
 if not __package__:  # run as a script: make ``tests`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.official_client import PEERS_DIR, Peer, ProvisionError, _file_lock, _pip, default_venv  # noqa: E402
+from tests.support.official_client import PEERS_DIR, Peer, ProvisionError, _file_lock, _pip, default_venv
 
 PEER_SCRIPT = PEERS_DIR / "grpc_client.py"
 # 5.1.2 is the version the by-hand run against 5.3.3 used; it pulls grpcio and protobuf wheels

@@ -134,7 +134,7 @@ class ScriptedConsumer:
                 return
             for mq in table:  # re-consumed everything there is
                 self.admin.update_consumer_offset(self.group, mq, self.admin.max_offset(mq))
-        except Exception:  # noqa: BLE001 - closed under it: the test is over
+        except Exception:  # closed under it: the test is over
             if not self._stop.is_set():
                 raise
 
@@ -147,7 +147,7 @@ class ScriptedConsumer:
             for mq, offset in offsets.items():
                 try:
                     self.admin.update_consumer_offset(self.group, mq, offset)
-                except Exception:  # noqa: BLE001 - a commit that fails is retried next interval
+                except Exception:  # a commit that fails is retried next interval
                     pass
 
     def close(self) -> None:
