@@ -49,6 +49,9 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
         rows = {mq: w for mq, w in stats.offsets.items() if topic is None or mq.topic == topic}
     except errors.TopicNotExist:
         rows = {}
+    from mqadmin.commands._lite import refuse_lite  # imports this module
+
+    refuse_lite(admin, group, rows)
     if not rows:
         where = f" for topic {topic!r}" if topic else ""
         if topic is not None:

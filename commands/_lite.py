@@ -9,6 +9,7 @@ what a person asks about (the Java tool's getLiteGroupInfo).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
@@ -17,6 +18,7 @@ from mqadmin.commands._common import fan_out, missing_brokers_json, time_fields
 from mqadmin.commands._progress import lag_line, max_lag
 
 from mqadmin import errors
+from mqadmin.admin import Admin
 from mqadmin.context import Context
 from mqadmin.model import LiteGroupInfo, MessageQueue, OffsetWrapper
 from mqadmin.output import ResultBase, Table
@@ -189,13 +191,21 @@ def _row(ctx: Context, group: str, broker: str, lite_topic: str) -> LiteRow | No
     return LiteRow(lite_topic, broker, w.broker_offset, w.consumer_offset, w.last_timestamp or None, lag_ms)
 
 
-def refuse_lite(ctx: Context, command: str, group: str) -> None:
-    """Offsets of a lite group are one per lite topic, which this command does not address yet:
-    say so in one line (exit 2) instead of calling the group unknown. Returns for any other group."""
-    answers = ctx.admin().lite_group_info(group, None, 1)
+class LiteGroupUnsupported(errors.UsageError):
+    """A lite group given to a command that reads or moves ordinary per-queue offsets."""
+
+
+def refuse_lite(admin: Admin, group: str, rows: Mapping[MessageQueue, object]) -> None:
+    """Offsets of a lite group are one per lite topic, which the offset commands do not address
+    yet: say so in one line (exit 2) instead of calling the group unknown or acting on its raw
+    %LMQ% queues. Returns for any other group; asks the brokers only when ``rows`` (the group's
+    consume-stats rows) are empty or hold a lite topic's queue."""
+    if rows and not any(is_lite_queue(mq) for mq in rows):
+        return
+    answers = admin.lite_group_info(group, None, 1)
     infos = [a for a in answers.values() if isinstance(a, LiteGroupInfo)]
     if infos:
-        raise errors.UsageError(
-            f"{command} does not support lite groups yet: {group!r} is a lite group of parent topic "
-            f"{infos[0].parent_topic!r} (one offset per lite topic); see its offsets with consumerProgress -g {group}"
+        raise LiteGroupUnsupported(
+            f"lite groups (RocketMQ 5.5 lite topics) are not supported by this command yet: {group!r} is a lite "
+            f"group of parent topic {infos[0].parent_topic!r}; consumerProgress -g {group} shows its offsets"
         )

@@ -232,11 +232,12 @@ class BrokerInfo:
 @dataclass(frozen=True)
 class LiteLag:
     """One lite topic of a lite group on one broker (5.5's LiteLagInfo): messages behind, the
-    committed offset, and the store time of the oldest unconsumed message (None: nothing waits)."""
+    committed offset (None: not in the reply, as 5.5.1 leaves it out of the top list), and the
+    store time of the oldest unconsumed message (None: nothing waits)."""
 
     lite_topic: str
     lag: int
-    consumer_offset: int
+    consumer_offset: int | None
     earliest_unconsumed_ms: int | None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqadmin import errors, fastjson
+from mqadmin import fastjson
 from mqadmin.model import LiteGroupInfo, LiteLag, OffsetWrapper
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.remoting.replies import MalformedReply
@@ -43,7 +43,7 @@ def lite_group_info(addr: str, reply: RemotingCommand) -> LiteGroupInfo:
             LiteLag(
                 item["liteTopic"],
                 _int(item, "lagCount", addr),
-                _int(item, "consumerOffset", addr),
+                _int(item, "consumerOffset", addr) if "consumerOffset" in item else None,
                 _time(item.get("earliestUnconsumedTimestamp")),
             )
         )
@@ -64,9 +64,3 @@ def lite_group_info(addr: str, reply: RemotingCommand) -> LiteGroupInfo:
         tuple(top),
         offsets,
     )
-
-
-def not_lite(exc: errors.MqadminError) -> bool:
-    """The broker's answer when it knows no lite group by that name (an ordinary group, an
-    unknown one) or does not know the request (before 5.5)."""
-    return isinstance(exc, errors.InvalidParameter | errors.SubscriptionGroupNotExist | errors.RequestCodeNotSupported)
