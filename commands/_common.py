@@ -51,12 +51,13 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
         rows = {}
     from mqadmin.commands._lite import refuse_lite  # imports this module
 
-    refuse_lite(admin, group, rows)
     if not rows:
         where = f" for topic {topic!r}" if topic else ""
         if topic is not None:
             _refused_topic(admin, group, topic)
+        refuse_lite(admin, group, rows)
         raise errors.UsageError(f"unknown consumer group {group!r}: it has no offsets{where} on any broker")
+    refuse_lite(admin, group, rows)
     return rows
 
 
