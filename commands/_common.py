@@ -49,11 +49,15 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
         rows = {mq: w for mq, w in stats.offsets.items() if topic is None or mq.topic == topic}
     except errors.TopicNotExist:
         rows = {}
+    from mqadmin.commands._lite import refuse_lite  # imports this module
+
     if not rows:
         where = f" for topic {topic!r}" if topic else ""
         if topic is not None:
             _refused_topic(admin, group, topic)
+        refuse_lite(admin, group, rows)
         raise errors.UsageError(f"unknown consumer group {group!r}: it has no offsets{where} on any broker")
+    refuse_lite(admin, group, rows)
     return rows
 
 

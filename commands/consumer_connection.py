@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.commands._common import group_offsets
+from mqadmin.commands._lite import LiteGroupUnsupported
 from mqadmin.commands._options import GROUP, required
 
 from mqadmin import errors
@@ -120,7 +121,10 @@ class ConsumerConnectionCommand(SubCommand):
                 _check_broker(admin, broker_addr)
             if isinstance(exc, errors.ConnectError):
                 raise
-            group_offsets(admin, group)  # a group no broker knows: the "unknown consumer group" usage error
+            try:
+                group_offsets(admin, group)  # a group no broker knows: the "unknown consumer group" usage error
+            except LiteGroupUnsupported:
+                pass  # a known group: its clients are what is asked about
             where = f" on broker {broker_addr}" if broker_addr else ""
             raise errors.MqadminError(f"no client of consumer group {group!r} is online{where}") from None
         return Connections(group, conn, broker_addr)

@@ -14,6 +14,7 @@ from mqadmin.commands._common import (
     missing_brokers_failure,
     store_time_at,
 )
+from mqadmin.commands._lite import TOP_K, LiteGroupProgress, is_lite_queue, lite_progress
 from mqadmin.commands._options import GROUP, LOCAL_STORE, TOPIC, parse_bool, parse_now
 from mqadmin.commands._progress import (
     CONSUME_TYPES,
@@ -73,6 +74,7 @@ class ConsumerProgressParams:
     health_samples: int
     health_max_age: str
     warn_lag_time: str | None
+    all_lite: bool = False
 
     def __post_init__(self) -> None:
         parse_now(self, "max_lag_time_ms", "show_ip", "groups")
@@ -269,6 +271,14 @@ class ConsumerProgressCommand(SubCommand):
             metavar="DURATION",
         ),
         Opt(
+            "all_lite",
+            ("--all",),
+            "A lite group (RocketMQ 5.5 lite topics): every lite topic with a committed offset, not only the top "
+            f"{TOP_K} by lag of each broker as the Java tool's getLiteGroupInfo shows (mqadmin extension)",
+            kind=bool,
+            default=False,
+        ),
+        Opt(
             "warn_lag_time",
             ("--warn-lag-time",),
             "With --health: WARN when a queue's oldest unconsumed message is older than this",
@@ -280,7 +290,14 @@ class ConsumerProgressCommand(SubCommand):
 
     def execute(
         self, ctx: Context, params: ConsumerProgressParams
-    ) -> GroupProgress | GroupsProgress | AllGroupsProgress | LocalGroupProgress | LocalGroupsProgress:
+    ) -> (
+        GroupProgress
+        | GroupsProgress
+        | AllGroupsProgress
+        | LocalGroupProgress
+        | LocalGroupsProgress
+        | LiteGroupProgress
+    ):
         max_lag: int | None = params.max_lag
         max_lag_time = params.max_lag_time_ms
         group: str | None = params.group
@@ -302,7 +319,13 @@ class ConsumerProgressCommand(SubCommand):
             )
         admin = ctx.admin()
         if group:
-            results = self._groups(ctx, params.groups, params.topic)
+            found = self._groups(ctx, params.groups, params.topic, params.all_lite)
+            lite = [r for r in found if isinstance(r, LiteGroupProgress)]
+            if lite:
+                return _lite_checked(ctx, params, lite, len(found))
+            if params.all_lite:
+                raise errors.UsageError(f"--all is for lite groups (RocketMQ 5.5); {group!r} is an ordinary group")
+            results = [r for r in found if isinstance(r, GroupProgress)]
             breaches = []
             for result in results:
                 if show_ip:
@@ -336,14 +359,16 @@ class ConsumerProgressCommand(SubCommand):
             breaches += _groups_health(ctx, params, everything, stats, conns, ages)
         return _checked(ctx, everything, breaches, params.partial)
 
-    def _groups(self, ctx: Context, groups: list[str], topic: str | None) -> list[GroupProgress]:
+    def _groups(
+        self, ctx: Context, groups: list[str], topic: str | None, every: bool
+    ) -> list[GroupProgress | LiteGroupProgress]:
         """Each named group's progress, in order; groups that are unknown (or broadcast) are named
         together in one usage error, so nothing is printed for a list that is partly wrong."""
-        results: list[GroupProgress] = []
+        results: list[GroupProgress | LiteGroupProgress] = []
         wrong: list[str] = []
         for group in groups:
             try:
-                results.append(self._one_group(ctx, group, topic))
+                results.append(self._one_group(ctx, group, topic, every))
             except errors.UsageError as exc:
                 if len(groups) == 1:
                     raise
@@ -352,20 +377,52 @@ class ConsumerProgressCommand(SubCommand):
             raise errors.UsageError(f"{len(wrong)} of {len(groups)} groups of -g: " + "; ".join(wrong))
         return results
 
-    def _one_group(self, ctx: Context, group: str, topic: str | None) -> GroupProgress:
+    def _one_group(self, ctx: Context, group: str, topic: str | None, every: bool) -> GroupProgress | LiteGroupProgress:
         admin = ctx.admin()
         try:
             stats = admin.consume_stats(group, partial=True)
-            offsets = {mq: w for mq, w in stats.offsets.items() if topic is None or mq.topic == topic}
+            all_offsets = stats.offsets
+            offsets = {mq: w for mq, w in all_offsets.items() if topic is None or mq.topic == topic}
             tps, missing = stats.consume_tps, stats.missing_brokers
         except errors.TopicNotExist:
-            offsets, tps, missing = {}, 0.0, {}
+            all_offsets, offsets, tps, missing = {}, {}, 0.0, {}
+        # a 5.5 lite group shows its lite topics' queues (%LMQ%$parent$lite), or nothing before a commit
+        if not all_offsets or any(is_lite_queue(mq) for mq in all_offsets):
+            lite = lite_progress(ctx, group, topic, every)
+            if lite is not None:
+                return lite
         if not offsets and not missing:
             _online_or_unknown(ctx, group, topic)
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
         result = GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin), missing_brokers=missing)
         result.dlq_depth = dlq_depth(ctx, group)
         return result
+
+
+def _lite_checked(
+    ctx: Context, params: ConsumerProgressParams, lite: list[LiteGroupProgress], named: int
+) -> LiteGroupProgress:
+    """A lite group's view: alone, as a table or JSON, with --max-lag/--max-lag-time as checks."""
+    group = lite[0].group
+    if named > 1:
+        raise errors.UsageError(f"{group!r} is a lite group (one offset per lite topic): give it alone to -g")
+    refused = [
+        flag
+        for flag, given in (
+            (f"--output {ctx.output}", ctx.output in ("java", "prometheus")),
+            ("-s true", params.show_ip),
+            ("--health", params.health),
+        )
+        if given
+    ]
+    if refused:
+        raise errors.UsageError(f"{', '.join(refused)}: not for a lite group ({group!r}) yet")
+    result = lite[0]
+    breaches = breaches_of(group, result.diff_total, result.lag_time_ms, params.max_lag, params.max_lag_time_ms)
+    failure = missing_brokers_failure(ctx, result.missing_brokers, params.partial)
+    result.check_failure = "; ".join(breaches + ([failure] if failure and breaches else [])) or None
+    result.failure = failure
+    return result
 
 
 def dlq_depth(ctx: Context, group: str) -> int | None:

@@ -227,3 +227,29 @@ class BrokerInfo:
         """The broker resets offsets itself (useServerSideResetOffset); otherwise it pushes a
         time to the online clients. From its settings; the version's default if unknown."""
         return versions.resets_on_broker(self.version, self.config)
+
+
+@dataclass(frozen=True)
+class LiteLag:
+    """One lite topic of a lite group on one broker (5.5's LiteLagInfo): messages behind, the
+    committed offset (None: not in the reply, as 5.5.1 leaves it out of the top list), and the
+    store time of the oldest unconsumed message (None: nothing waits)."""
+
+    lite_topic: str
+    lag: int
+    consumer_offset: int | None
+    earliest_unconsumed_ms: int | None
+
+
+@dataclass(frozen=True)
+class LiteGroupInfo:
+    """GET_LITE_GROUP_INFO from one broker: the group's parent topic and total lag, with either
+    its top lite topics by lag (``top``) or one lite topic's offsets (``offsets``; None when the
+    broker holds no offset for it)."""
+
+    group: str
+    parent_topic: str
+    total_lag: int
+    earliest_unconsumed_ms: int | None
+    top: tuple[LiteLag, ...] = ()
+    offsets: OffsetWrapper | None = None

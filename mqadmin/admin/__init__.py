@@ -26,6 +26,7 @@ from mqadmin.model import (
     Capabilities,
     ConsumerConnection,
     ConsumeStats,
+    LiteGroupInfo,
     Message,
     MessageQueue,
     PullResult,
@@ -84,6 +85,11 @@ class Admin(Protocol):
         self, groups: Sequence[str]
     ) -> dict[str, ConsumerConnection | errors.MqadminError]: ...
     def consumer_running_queues(self, group: str, client_id: str) -> frozenset[MessageQueue]: ...
+    # 5.5 lite groups: each broker's answer (broker name -> info or error); an ordinary or unknown
+    # group, or a broker before 5.5, answers with an error that ``is_not_lite`` recognises
+    def lite_group_info(
+        self, group: str, lite_topic: str | None, top_k: int
+    ) -> dict[str, LiteGroupInfo | errors.MqadminError]: ...
 
     # reset
     def reset_offset_by_time(

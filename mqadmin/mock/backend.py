@@ -23,6 +23,7 @@ from mqadmin.model import (
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
+    LiteGroupInfo,
     Message,
     MessageQueue,
     OffsetWrapper,
@@ -252,6 +253,12 @@ class MockAdmin:
     def consumer_running_queues(self, group: str, client_id: str) -> frozenset[MessageQueue]:
         """Nothing: a client recorded here has no connection to be asked over (nor offline)."""
         return frozenset()
+
+    def lite_group_info(
+        self, group: str, lite_topic: str | None, top_k: int
+    ) -> dict[str, LiteGroupInfo | errors.MqadminError]:
+        """The mock models no lite topics: no broker holds a lite group."""
+        return {}
 
     # reset
     def reset_offset_by_time(

@@ -77,6 +77,8 @@ class RequestCode(enum.IntEnum):
     SEND_BATCH_MESSAGE = 320
     # 5.x; its mqadmin asks for it while building consume stats
     GET_TOPIC_CONFIG = 351
+    # 5.5 (lite topics): a lite group's lag, overall (top K lite topics by lag) or of one lite topic
+    GET_LITE_GROUP_INFO = 200078
 
 
 class ResponseCode(enum.IntEnum):

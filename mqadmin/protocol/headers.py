@@ -264,6 +264,17 @@ class ConsumeStatsHeader(Header):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class LiteGroupInfoHeader(Header):
+    """GetLiteGroupInfoRequestHeader (5.5): an empty ``liteTopic`` asks for the group's total lag
+    and its ``topK`` lite topics by lag."""
+
+    CODES = (RequestCode.GET_LITE_GROUP_INFO,)
+    group: str = java_string()
+    liteTopic: str = java_string()
+    topK: int = java_int()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BrokerConsumeStatsHeader(Header):
     """GetConsumeStatsInBrokerHeader (GET_BROKER_CONSUME_STATS)."""
 

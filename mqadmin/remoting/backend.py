@@ -23,6 +23,7 @@ from mqadmin.model import (
     Capabilities,
     ConsumerConnection,
     ConsumeStats,
+    LiteGroupInfo,
     MessageQueue,
     OffsetWrapper,
     QueueStats,
@@ -37,6 +38,7 @@ from mqadmin.protocol.headers import (
     ConsumerGroupHeader,
     ConsumerRunningInfoHeader,
     ConsumeStatsHeader,
+    LiteGroupInfoHeader,
     MaxOffsetHeader,
     QueryConsumerOffsetHeader,
     QueueHeader,
@@ -45,7 +47,7 @@ from mqadmin.protocol.headers import (
     TopicHeader,
     UpdateConsumerOffsetHeader,
 )
-from mqadmin.remoting import replies
+from mqadmin.remoting import lite, replies
 from mqadmin.remoting.messages import MessageSession
 from mqadmin.remoting.replies import MalformedReply
 from mqadmin.remoting.session import Replies
@@ -393,6 +395,21 @@ class RemotingAdmin(MessageSession):
                 out[group] = self._connections_of(group, calls[part], answers[part])
             except errors.MqadminError as exc:
                 out[group] = exc
+        return out
+
+    def lite_group_info(
+        self, group: str, lite_topic: str | None, top_k: int
+    ) -> dict[str, LiteGroupInfo | errors.MqadminError]:
+        """GET_LITE_GROUP_INFO of every broker, sent together: broker name -> its answer or error."""
+        header = LiteGroupInfoHeader(group=group, liteTopic=lite_topic or "", topK=top_k)
+        brokers = self._all_brokers()
+        calls = [(self._read_addr(b), header.request()) for b in brokers]
+        out: dict[str, LiteGroupInfo | errors.MqadminError] = {}
+        for b, (addr, _), reply in zip(brokers, calls, self._fan_out(calls, idempotent=True), strict=True):
+            try:
+                out[b.broker_name] = lite.lite_group_info(addr, self._checked(addr, reply))
+            except errors.MqadminError as exc:
+                out[b.broker_name] = exc
         return out
 
     def consumer_running_queues(self, group: str, client_id: str) -> frozenset[MessageQueue]:

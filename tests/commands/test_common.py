@@ -54,6 +54,9 @@ class NoOffsets(Brokers):
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         return ConsumeStats({}, 0.0)
 
+    def lite_group_info(self, group: str, lite_topic: str | None, top_k: int) -> dict[str, object]:
+        return {"broker-0": errors.InvalidParameter(f"Group [{group}] is not a LITE group.")}
+
     def topic_route(self, topic: str) -> TopicRoute:
         return TopicRoute(topic, (BrokerData("broker-0", "c", {0: "127.0.0.1:10911"}),), (QueueData("broker-0", 1, 1),))
 

@@ -1,0 +1,211 @@
+"""Lite groups (RocketMQ 5.5, RIP-83) in consumerProgress, and the offset commands' refusal.
+
+A lite parent topic keeps each lite topic's messages in an LMQ of its own (``%LMQ%$parent$lite``,
+one queue) and a lite group (bound to the parent) commits one offset per lite topic. A group's
+ordinary consume stats show those LMQs as raw queues, and only the ones with a committed offset;
+the broker's GET_LITE_GROUP_INFO tells the group's total lag and its lite topics by lag, which is
+what a person asks about (the Java tool's getLiteGroupInfo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import Any
+
+from mqadmin.commands._common import fan_out, missing_brokers_json, time_fields
+from mqadmin.commands._progress import lag_line, max_lag
+
+from mqadmin import errors
+from mqadmin.admin import Admin
+from mqadmin.context import Context
+from mqadmin.model import LiteGroupInfo, MessageQueue, OffsetWrapper
+from mqadmin.output import ResultBase, Table
+from mqadmin.timeparse import format_duration, format_zoned
+
+#: how RocketMQ names a lite topic's queue: %LMQ%$parent$lite
+LMQ_PREFIX = "%LMQ%$"
+#: the Java tool's getLiteGroupInfo shows the top 20 lite topics by lag of each broker
+TOP_K = 20
+#: --all: the broker sizes a heap by topK, so "every lite topic" is a large bound, not 2^31
+ALL_TOP_K = 100_000
+
+
+def is_lite_queue(mq: MessageQueue) -> bool:
+    return mq.topic.startswith(LMQ_PREFIX)
+
+
+def _not_lite(exc: errors.MqadminError) -> bool:
+    """What a broker answers when it holds no lite group by that name: an ordinary group
+    (INVALID_PARAMETER), a group it does not know, or a request it does not know (before 5.5)."""
+    return isinstance(exc, errors.InvalidParameter | errors.SubscriptionGroupNotExist | errors.RequestCodeNotSupported)
+
+
+@dataclass
+class LiteRow:
+    """One lite topic of the group on one broker."""
+
+    lite_topic: str
+    broker: str
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int | None
+    #: age of the oldest unconsumed message: 0 when caught up, None when the broker knows no time
+    lag_time_ms: int | None
+
+    @property
+    def diff(self) -> int:
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass
+class LiteGroupProgress(ResultBase):
+    """consumerProgress -g of a lite group: one row per lite topic, the broker's total lag."""
+
+    group: str
+    parent_topic: str
+    rows: list[LiteRow]
+    #: the brokers' total lag over every lite topic of the group (shown or not)
+    total_lag: int
+    #: how many lite topics each broker was asked for (None: --all, or one lite topic with -t)
+    top_k: int | None
+    tz: tzinfo | None = None
+    missing_brokers: dict[str, str] = field(default_factory=dict)
+    check_failure: str | None = None
+
+    @property
+    def diff_total(self) -> int:
+        return self.total_lag
+
+    @property
+    def lag_time_ms(self) -> int | None:
+        return max_lag([r.lag_time_ms for r in self.rows])
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "group": self.group,
+            "lite": True,
+            "parent_topic": self.parent_topic,
+            "top_k": self.top_k,
+            "diff_total": self.diff_total,
+            "lag_time_ms": self.lag_time_ms,
+            "lite_topics": [
+                {
+                    "lite_topic": r.lite_topic,
+                    "queue": lmq_name(self.parent_topic, r.lite_topic),
+                    "broker": r.broker,
+                    "broker_offset": r.broker_offset,
+                    "consumer_offset": r.consumer_offset,
+                    "diff": r.diff,
+                    **time_fields("last_timestamp", r.last_timestamp, self.tz),
+                    "lag_time_ms": r.lag_time_ms,
+                }
+                for r in self.rows
+            ],
+        }
+        if self.missing_brokers:
+            doc["missing_brokers"] = missing_brokers_json(self.missing_brokers)
+        return doc
+
+    def table(self) -> Table:
+        columns = ["Lite Topic", "Broker Name", "Broker Offset", "Consumer Offset", "Diff", "LastTime", "Lag Time"]
+        rows: list[list[Any]] = [
+            [
+                r.lite_topic,
+                r.broker,
+                r.broker_offset,
+                r.consumer_offset,
+                r.diff,
+                format_zoned(r.last_timestamp, self.tz) if r.last_timestamp else "N/A",
+                format_duration(r.lag_time_ms),
+            ]
+            for r in self.rows
+        ]
+        footer = [f"Consume Diff Total: {self.diff_total} (every lite topic of the group)", lag_line(self.lag_time_ms)]
+        if self.top_k is not None:
+            footer.append(
+                f"Shown: the top {self.top_k} lite topics by lag of each broker, of those with a committed "
+                "offset (--all: every one)"
+            )
+        footer += [
+            f"Missing: {b} did not answer ({e}); its lite topics are not shown"
+            for b, e in sorted(self.missing_brokers.items())
+        ]
+        title = f"Lite consumer group {self.group} (parent topic {self.parent_topic})"
+        return Table(columns, rows, title=title, footer=footer)
+
+
+def lmq_name(parent: str, lite_topic: str) -> str:
+    return f"{LMQ_PREFIX}{parent}${lite_topic}"
+
+
+def lite_progress(ctx: Context, group: str, lite_topic: str | None, every: bool) -> LiteGroupProgress | None:
+    """The group's lite topics, or None when no broker holds it as a lite group (an ordinary
+    group, an unknown one, brokers before 5.5). ``lite_topic`` (-t): that one only."""
+    admin = ctx.admin()
+    top_k = ALL_TOP_K if every else TOP_K
+    answers = admin.lite_group_info(group, None, top_k)
+    infos = {b: a for b, a in answers.items() if isinstance(a, LiteGroupInfo)}
+    if not infos:
+        return None
+    missing: dict[str, str] = {}
+    for broker, answer in answers.items():
+        if isinstance(answer, errors.MqadminError) and not _not_lite(answer):
+            if isinstance(answer, errors.BrokerError) and answer.permission_denied:
+                raise answer
+            missing[broker] = str(answer)
+    parent = next(iter(infos.values())).parent_topic
+    if lite_topic == parent:
+        lite_topic = None
+    if lite_topic is not None and lite_topic.startswith(LMQ_PREFIX):
+        lite_topic = lite_topic.rsplit("$", 1)[-1]
+    if lite_topic is not None:
+        places = [(b, lite_topic) for b in sorted(infos)]
+    else:
+        places = [(b, lag.lite_topic) for b, info in sorted(infos.items()) for lag in info.top]
+    rows = [r for r in fan_out(lambda place: _row(ctx, group, *place), places) if r is not None]
+    rows.sort(key=lambda r: (-r.diff, r.lite_topic, r.broker))
+    if lite_topic is not None and not rows and not missing:
+        raise errors.UsageError(
+            f"lite group {group!r} has no offset for lite topic {lite_topic!r} of {parent!r} on any broker"
+        )
+    total = sum(max(i.total_lag, 0) for i in infos.values())
+    if lite_topic is not None:
+        total = sum(r.diff for r in rows)
+    shown_k = None if every or lite_topic is not None else top_k
+    return LiteGroupProgress(group, parent, rows, total, shown_k, ctx.tz, missing_brokers=missing)
+
+
+def _row(ctx: Context, group: str, broker: str, lite_topic: str) -> LiteRow | None:
+    """One lite topic's offsets on ``broker`` (None: the broker holds no offset for it)."""
+    answer = ctx.admin().lite_group_info(group, lite_topic, 1).get(broker)
+    if isinstance(answer, errors.MqadminError):
+        raise answer
+    if answer is None or answer.offsets is None:
+        return None
+    w: OffsetWrapper = answer.offsets
+    behind = w.broker_offset > w.consumer_offset
+    oldest = answer.earliest_unconsumed_ms
+    lag_ms = (max(ctx.now - oldest, 0) if oldest is not None else None) if behind else 0
+    return LiteRow(lite_topic, broker, w.broker_offset, w.consumer_offset, w.last_timestamp or None, lag_ms)
+
+
+class LiteGroupUnsupported(errors.UsageError):
+    """A lite group given to a command that reads or moves ordinary per-queue offsets."""
+
+
+def refuse_lite(admin: Admin, group: str, rows: Mapping[MessageQueue, object]) -> None:
+    """Offsets of a lite group are one per lite topic, which the offset commands do not address
+    yet: say so in one line (exit 2) instead of calling the group unknown or acting on its raw
+    %LMQ% queues. Returns for any other group; asks the brokers only when ``rows`` (the group's
+    consume-stats rows) are empty or hold a lite topic's queue."""
+    if rows and not any(is_lite_queue(mq) for mq in rows):
+        return
+    answers = admin.lite_group_info(group, None, 1)
+    infos = [a for a in answers.values() if isinstance(a, LiteGroupInfo)]
+    if infos:
+        raise LiteGroupUnsupported(
+            f"lite groups (RocketMQ 5.5 lite topics) are not supported by this command yet: {group!r} is a lite "
+            f"group of parent topic {infos[0].parent_topic!r}; consumerProgress -g {group} shows its offsets"
+        )

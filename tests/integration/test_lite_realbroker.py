@@ -1,0 +1,173 @@
+"""Lite topics on a real 5.5.1 broker (enableLmq, enableMultiDispatch): consumerProgress -g of a
+lite group shows one row per lite topic, equal to what was sent and committed; the offset commands
+refuse a lite group in one line instead of calling it unknown, and change nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqadmin.cli import main
+from mqadmin.model import Message
+from mqadmin.output import Env
+from mqadmin.remoting.backend import RemotingAdmin
+from tests.support import realbroker as rb
+from tests.support import schemas
+
+pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
+
+PARENT, GROUP, PLAIN_TOPIC, PLAIN_GROUP = "LiteParent", "G_lite", "PlainTopic", "G_plain"
+#: lite topic -> (messages sent, offset committed): more lite topics than the default top 20
+LITES = {f"lt{i:02d}": (i % 4 + 2, i % 4) for i in range(24)}
+LMQ = "%LMQ%$" + PARENT + "$"
+
+
+def cli(*args: str) -> tuple[int, Any, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
+    text = out.getvalue()
+    return code, json.loads(text) if text.startswith("{") else text, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rb.RealCluster, float]]:
+    """One 5.5.1 broker with lite topics on; the lite topics' messages sent and offsets committed.
+    Yields the cluster and the time just before the first send."""
+    conf = {"enableLmq": True, "enableMultiDispatch": True}
+    cluster = rb.RealCluster("5.5.1", tmp_path_factory.mktemp("lite"), extra_broker_conf=conf)
+    cluster.start()
+    try:
+        addr = cluster.broker_addrs[0]
+        head, _ = cluster.call(
+            addr,
+            rb.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": PARENT,
+                "defaultTopic": "TBW102",
+                "readQueueNums": 1,
+                "writeQueueNums": 1,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+                "attributes": "+message.type=LITE",
+            },
+        )
+        assert head["code"] == 0, head
+        group = {"groupName": GROUP, "consumeEnable": True, "attributes": {"+lite.bind.topic": PARENT}}
+        head, _ = cluster.call(addr, rb.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(group).encode())
+        assert head["code"] == 0, head
+        cluster.create_topic(PLAIN_TOPIC, 2)
+        cluster.create_group(PLAIN_GROUP)
+        started = time.time() * 1000
+        admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+        try:
+            for lite_topic, (sent, _) in LITES.items():
+                for i in range(sent):
+                    admin.send(PARENT, Message(PARENT, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}))
+            for mq in admin.topic_route(PLAIN_TOPIC).message_queues():
+                admin.send(PLAIN_TOPIC, Message(PLAIN_TOPIC, b"p"), mq)
+                admin.update_consumer_offset(PLAIN_GROUP, mq, 0)
+        finally:
+            admin.close()
+        for lite_topic, (_, committed) in LITES.items():
+            rb.commit_offset(addr, GROUP, LMQ + lite_topic, 0, committed)
+        yield cluster, started
+    finally:
+        cluster.stop(check=False, grace=0)  # nobody reads this store: kill, no clean shutdown
+
+
+def _valid(doc: Any) -> dict[str, Any]:
+    assert isinstance(doc, dict) and schemas.problems(doc) == [], doc
+    return doc
+
+
+def test_every_lite_topic_as_a_row_equal_to_what_was_sent_and_committed(lite: tuple[rb.RealCluster, float]) -> None:
+    cluster, started = lite
+    code, doc, err = cli("consumerProgress", "-n", cluster.namesrv_addr, "-g", GROUP, "--all", "--json")
+    assert code == 0, err
+    doc = _valid(doc)
+    assert doc["lite"] is True and doc["parent_topic"] == PARENT and doc["top_k"] is None
+    rows = {r["lite_topic"]: r for r in doc["lite_topics"]}
+    assert set(rows) == set(LITES)
+    for name, r in rows.items():
+        sent, committed = LITES[name]
+        assert (r["broker_offset"], r["consumer_offset"], r["diff"]) == (sent, committed, sent - committed), r
+        assert r["queue"] == LMQ + name and r["broker"] == "broker-a"
+        # every lite topic lags: its oldest unconsumed message was stored after the fixture began
+        assert r["lag_time_ms"] is not None and 0 < r["lag_time_ms"] <= time.time() * 1000 - started + 1000
+    assert doc["diff_total"] == sum(s - c for s, c in LITES.values())
+    diffs = [r["diff"] for r in doc["lite_topics"]]
+    assert diffs == sorted(diffs, reverse=True)
+
+
+def test_the_default_is_the_top_20_by_lag_with_the_total_of_all(lite: tuple[rb.RealCluster, float]) -> None:
+    cluster, _ = lite
+    code, doc, err = cli("consumerProgress", "-n", cluster.namesrv_addr, "-g", GROUP, "--json")
+    assert code == 0, err
+    doc = _valid(doc)
+    assert doc["top_k"] == 20 and len(doc["lite_topics"]) == 20
+    assert doc["diff_total"] == sum(s - c for s, c in LITES.values())
+    lags = sorted((s - c for s, c in LITES.values()), reverse=True)
+    assert sorted((r["diff"] for r in doc["lite_topics"]), reverse=True) == lags[:20]
+    code, text, err = cli("consumerProgress", "-n", cluster.namesrv_addr, "-g", GROUP)
+    assert code == 0, err
+    assert "Lite Topic" in text and "%LMQ%" not in text and "top 20 lite topics by lag" in text
+
+
+def test_one_lite_topic_and_the_checks(lite: tuple[rb.RealCluster, float]) -> None:
+    cluster, _ = lite
+    ns = cluster.namesrv_addr
+    code, doc, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "-t", "lt03", "--json")
+    assert code == 0, err
+    doc = _valid(doc)
+    sent, committed = LITES["lt03"]
+    assert [(r["lite_topic"], r["consumer_offset"]) for r in doc["lite_topics"]] == [("lt03", committed)]
+    assert doc["diff_total"] == sent - committed
+    assert doc["lite_topics"][0]["last_timestamp"] is not None  # the last consumed message's store time
+    code, _, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "--max-lag", "1")
+    assert code == 3 and GROUP in err and "Traceback" not in err, err
+    code, _, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "-t", "nosuch")
+    assert code == 2 and "no offset for lite topic 'nosuch'" in err, err
+    for extra in (("--output", "java"), ("--health",), ("-s", "true")):
+        code, _, err = cli("consumerProgress", "-n", ns, "-g", GROUP, *extra)
+        assert code == 2 and "not for a lite group" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_ordinary_group_is_unchanged_and_all_is_refused_for_it(lite: tuple[rb.RealCluster, float]) -> None:
+    cluster, _ = lite
+    ns = cluster.namesrv_addr
+    code, doc, err = cli("consumerProgress", "-n", ns, "-g", PLAIN_GROUP, "--json")
+    assert code == 0, err
+    assert "lite" not in _valid(doc) and {q["topic"] for q in doc["queues"]} == {PLAIN_TOPIC}
+    code, _, err = cli("consumerProgress", "-n", ns, "-g", PLAIN_GROUP, "--all")
+    assert code == 2 and "--all is for lite groups" in err, err
+
+
+def test_offset_commands_refuse_a_lite_group_in_one_line_and_change_nothing(
+    lite: tuple[rb.RealCluster, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, _ = lite
+    monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
+    ns = cluster.namesrv_addr
+    for args in (
+        ("queryOffset", "-t", PARENT, "-g", GROUP),
+        ("resetOffsetByTime", "-t", PARENT, "-g", GROUP, "-s", "now", "--yes"),
+        ("resetOffsetByTime", "-g", GROUP, "--all-topics", "--to-earliest", "--yes"),
+        ("skipAccumulatedMessage", "-t", PARENT, "-g", GROUP, "--yes"),
+    ):
+        code, out, err = cli(*args, "-n", ns)
+        assert code == 2, (args, out, err)
+        assert err.strip().count("\n") == 0 and "not supported by this command yet" in err, err
+        assert f"lite group of parent topic {PARENT!r}" in err and "unknown consumer group" not in err
+    code, doc, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "--all", "--json")
+    assert code == 0, err
+    assert {r["lite_topic"]: r["consumer_offset"] for r in doc["lite_topics"]} == {n: c for n, (_, c) in LITES.items()}
+    code, _, err = cli("consumerConnection", "-n", ns, "-g", GROUP)
+    assert code == 1 and "no client of consumer group" in err, err
