@@ -298,66 +298,41 @@ class ConsumerProgressCommand(SubCommand):
         | LocalGroupsProgress
         | LiteGroupProgress
     ):
-        max_lag: int | None = params.max_lag
-        max_lag_time = params.max_lag_time_ms
-        group: str | None = params.group
-        show_ip = params.show_ip
         if params.local_store:
-            if ctx.output in ("java", "prometheus"):
-                raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
-            if show_ip:
-                raise errors.UsageError("-s/--showClientIP asks the online clients; it has no --local-store form")
-            if params.health and not group:
-                raise errors.UsageError("--health with --local-store evaluates one group: give -g")
-            local = local_progress(ctx, Path(params.local_store), group, params.topic, max_lag, max_lag_time)
-            if params.health and isinstance(local, LocalGroupProgress):
-                _local_health(ctx, params, local)
-            return local
+            return _local_store_view(ctx, params)
         if params.health and ctx.output == "java":
             raise errors.UsageError(
                 "--output java prints the Java tool's text, which has no status; --health is not for it"
             )
-        admin = ctx.admin()
-        if group:
-            found = self._groups(ctx, params.groups, params.topic, params.all_lite)
-            lite = [r for r in found if isinstance(r, LiteGroupProgress)]
-            if lite:
-                return _lite_checked(ctx, params, lite, len(found))
-            if params.all_lite:
-                raise errors.UsageError(f"--all is for lite groups (RocketMQ 5.5); {group!r} is an ordinary group")
-            results = [r for r in found if isinstance(r, GroupProgress)]
-            breaches = []
-            for result in results:
-                if show_ip:
-                    _add_client_ips(ctx, result)
-                if ctx.output in ("java", "prometheus"):
-                    result.extra = _extra(ctx, result.group)
-                breaches += breaches_of(result.group, result.diff_total, result.lag_time_ms, max_lag, max_lag_time)
-            if params.health:
-                breaches += _group_health(ctx, params, results)
-            return _checked(ctx, results[0] if len(results) == 1 else GroupsProgress(results), breaches, params.partial)
-        if params.no_clients and ctx.output == "java":
-            raise errors.UsageError(
-                "--output java prints the Java tool's Count/Version/Type/Model; --no-clients reads none"
+        if params.group:
+            return self._named_groups(ctx, params)
+        return _all_groups(ctx, params)
+
+    def _named_groups(
+        self, ctx: Context, params: ConsumerProgressParams
+    ) -> GroupProgress | GroupsProgress | LiteGroupProgress:
+        """-g: one group, several (in the order named), or a 5.5 lite group."""
+        found = self._groups(ctx, params.groups, params.topic, params.all_lite)
+        lite = [r for r in found if isinstance(r, LiteGroupProgress)]
+        if lite:
+            return _lite_checked(ctx, params, lite, len(found))
+        if params.all_lite:
+            raise errors.UsageError(f"--all is for lite groups (RocketMQ 5.5); {params.group!r} is an ordinary group")
+        results = [r for r in found if isinstance(r, GroupProgress)]
+        breaches = []
+        for result in results:
+            if params.show_ip:
+                _add_client_ips(ctx, result)
+            if ctx.output in ("java", "prometheus"):
+                result.extra = _extra(ctx, result.group)
+            breaches += breaches_of(
+                result.group, result.diff_total, result.lag_time_ms, params.max_lag, params.max_lag_time_ms
             )
-        groups = admin.list_groups()
-        # one request per broker where the broker allows; a broker that cannot be reached is asked once
-        stats = admin.consume_stats_all(groups, partial=True)
-        conns = None if params.no_clients else admin.consumer_connections_all(groups)
-        tables = {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)}
-        ages = position_ages(ctx, tables)
-        lags = groups_lag_ms(ctx, tables, ages)
-        summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
-        breaches = [
-            b for s in summaries for b in breaches_of(s.group, s.diff_total, s.lag_time_ms, max_lag, max_lag_time)
-        ]
-        everything = AllGroupsProgress(summaries, read_at_ms=ctx.now, clients=not params.no_clients)
-        for s in stats.values():
-            if isinstance(s, ConsumeStats):
-                everything.missing_brokers.update(s.missing_brokers)
         if params.health:
-            breaches += _groups_health(ctx, params, everything, stats, conns, ages)
-        return _checked(ctx, everything, breaches, params.partial)
+            breaches += _group_health(ctx, params, results)
+        shown = results[0] if len(results) == 1 else GroupsProgress(results)
+        _checked(ctx, shown, breaches, params.partial)
+        return shown
 
     def _groups(
         self, ctx: Context, groups: list[str], topic: str | None, every: bool
@@ -419,9 +394,7 @@ def _lite_checked(
         raise errors.UsageError(f"{', '.join(refused)}: not for a lite group ({group!r}) yet")
     result = lite[0]
     breaches = breaches_of(group, result.diff_total, result.lag_time_ms, params.max_lag, params.max_lag_time_ms)
-    failure = missing_brokers_failure(ctx, result.missing_brokers, params.partial)
-    result.check_failure = "; ".join(breaches + ([failure] if failure and breaches else [])) or None
-    result.failure = failure
+    _checked(ctx, result, breaches, params.partial)
     return result
 
 
@@ -474,14 +447,16 @@ def _summary(
 
 
 def _checked(
-    ctx: Context, result: GroupProgress | GroupsProgress | AllGroupsProgress, breaches: list[str], partial: bool
-) -> GroupProgress | GroupsProgress | AllGroupsProgress:
+    ctx: Context,
+    result: GroupProgress | GroupsProgress | AllGroupsProgress | LiteGroupProgress,
+    breaches: list[str],
+    partial: bool,
+) -> None:
     """A breached check exits 3; brokers that did not answer are named, and fail the command
     (exit 1, or within the check's line) unless --partial."""
     failure = missing_brokers_failure(ctx, result.missing_brokers, partial)
     result.check_failure = "; ".join(breaches + ([failure] if failure and breaches else [])) or None
     result.failure = failure
-    return result
 
 
 def queue_lag_ms(ctx: Context, mq: MessageQueue, w: OffsetWrapper) -> int | None:
@@ -793,3 +768,50 @@ def _local_health(ctx: Context, params: ConsumerProgressParams, result: LocalGro
     found = _failures(params, {result.group: health})
     if found:
         result.check_failure = "; ".join(([result.check_failure] if result.check_failure else []) + found)
+
+
+def _local_store_view(ctx: Context, params: ConsumerProgressParams) -> LocalGroupProgress | LocalGroupsProgress:
+    """--local-store: broadcast clients' offsets files against the brokers' max offsets."""
+    assert params.local_store is not None
+    if ctx.output in ("java", "prometheus"):
+        raise errors.UsageError(f"--output {ctx.output} shows a broker's view; it has no --local-store form")
+    if params.show_ip:
+        raise errors.UsageError("-s/--showClientIP asks the online clients; it has no --local-store form")
+    if params.health and not params.group:
+        raise errors.UsageError("--health with --local-store evaluates one group: give -g")
+    local = local_progress(
+        ctx, Path(params.local_store), params.group, params.topic, params.max_lag, params.max_lag_time_ms
+    )
+    if params.health and isinstance(local, LocalGroupProgress):
+        _local_health(ctx, params, local)
+    return local
+
+
+def _all_groups(ctx: Context, params: ConsumerProgressParams) -> AllGroupsProgress:
+    """No -g: every group of the cluster, one consume-stats request per broker where it allows."""
+    if params.no_clients and ctx.output == "java":
+        raise errors.UsageError(
+            "--output java prints the Java tool's Count/Version/Type/Model; --no-clients reads none"
+        )
+    admin = ctx.admin()
+    groups = admin.list_groups()
+    # one request per broker where the broker allows; a broker that cannot be reached is asked once
+    stats = admin.consume_stats_all(groups, partial=True)
+    conns = None if params.no_clients else admin.consumer_connections_all(groups)
+    tables = {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)}
+    ages = position_ages(ctx, tables)
+    lags = groups_lag_ms(ctx, tables, ages)
+    summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
+    breaches = [
+        b
+        for s in summaries
+        for b in breaches_of(s.group, s.diff_total, s.lag_time_ms, params.max_lag, params.max_lag_time_ms)
+    ]
+    everything = AllGroupsProgress(summaries, read_at_ms=ctx.now, clients=not params.no_clients)
+    for s in stats.values():
+        if isinstance(s, ConsumeStats):
+            everything.missing_brokers.update(s.missing_brokers)
+    if params.health:
+        breaches += _groups_health(ctx, params, everything, stats, conns, ages)
+    _checked(ctx, everything, breaches, params.partial)
+    return everything
