@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from mqadmin.commands._options import (
     SPARK_MASTER,
     TOPIC,
     YES,
+    parse_now,
     required,
 )
 from mqadmin.commands._range_replay_result import RangeReplayResult, apply_stats, note_expired, plan_result
@@ -84,58 +86,68 @@ class RangeReplayParams(EngineParams):
     def __post_init__(self) -> None:
         from mqadmin.replay.worker import parse_tag_expression, sql_filter
 
-        target = self.target
         parse_tag_expression(self.tag)
         if self.sql is not None:
             sql_filter(self.sql)  # an expression the broker would refuse is a usage error, with its column
-        if self.limit is not None and self.limit < 1:
-            raise errors.UsageError("--limit must be at least 1")
+        for flag, count in (
+            ("--limit", self.limit),
+            ("--max-inflight", self.max_inflight),
+            ("--workers", self.workers),
+        ):
+            if count is not None and count < 1:
+                raise errors.UsageError(f"{flag} must be at least 1")
         super().__post_init__()
-        if self.engine == "spark" and self.limit is not None:
-            raise errors.UsageError("--limit runs on the local engine only (a limit never needs Spark)")
-        if target.is_remote_path and self.engine == "local":
-            raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
+        if self.engine == "spark":
+            self._refuse_on_spark()
+        self._check_target()
         if self.partial and self.checkpoint:
             raise errors.UsageError(
                 "--partial cannot be used with --checkpoint: a resumed replay must cover the whole window"
             )
-        if self.partial and self.engine == "spark":
-            raise errors.UsageError("--partial runs on the local engine only (--engine local or auto)")
+        if self.slack is not None and not self.field.scans:
+            raise errors.UsageError(
+                "--slack widens a --time-field born or property:NAME window; the store time needs none"
+            )
+        parse_now(self, "per_second", "queue_ids", "slack_ms")  # bad values: usage errors before any work
+
+    def _refuse_on_spark(self) -> None:
+        """The options only the local engine carries out."""
+        local_only = (
+            (self.limit is not None, "--limit runs on the local engine only (a limit never needs Spark)"),
+            (self.partial, "--partial runs on the local engine only (--engine local or auto)"),
+            (
+                self.rate is not None and self.target.is_file,
+                "--rate with --engine spark paces sends and stdout; files are written unpaced",
+            ),
+            (self.max_inflight is not None, "--max-inflight runs on the local engine only (--engine local or auto)"),
+            (self.workers is not None, "--workers runs on the local engine only (--engine local or auto)"),
+            (
+                self.partition_by not in (None, "queue"),
+                f"--partition-by {self.partition_by} runs on the local engine only "
+                "(the Spark engine writes broker=/queue_id= folders: --partition-by queue)",
+            ),
+        )
+        for given, why in local_only:
+            if given:
+                raise errors.UsageError(why)
+
+    def _check_target(self) -> None:
+        target = self.target
+        if target.is_remote_path and self.engine == "local":
+            raise errors.UsageError(f"{target.value} is not a local path; remote file systems need --engine spark")
         if target.scheme == "origin" and not self.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
             raise errors.UsageError(
                 f"--to origin sends retried messages back to their first topic: read a {DLQ_PREFIX}GROUP or "
                 f"{RETRY_PREFIX}GROUP topic (got -t {self.topic})"
             )
-        if self.rate is not None and self.engine == "spark" and target.is_file:
-            raise errors.UsageError("--rate with --engine spark paces sends and stdout; files are written unpaced")
-        self.per_second  # noqa: B018 (a bad --rate is a usage error before anything runs)
-        if self.max_inflight is not None and self.max_inflight < 1:
-            raise errors.UsageError("--max-inflight must be at least 1")
-        if self.max_inflight is not None and self.engine == "spark":
-            raise errors.UsageError("--max-inflight runs on the local engine only (--engine local or auto)")
-        if self.workers is not None and self.workers < 1:
-            raise errors.UsageError("--workers must be at least 1")
-        if self.workers is not None and self.engine == "spark":
-            raise errors.UsageError("--workers runs on the local engine only (--engine local or auto)")
         if self.partition_by is not None and not target.is_file:
             raise errors.UsageError("--partition-by writes a folder: use it with --to jsonl:PATH or parquet:PATH")
-        if self.partition_by not in (None, "queue") and self.engine == "spark":
-            raise errors.UsageError(
-                f"--partition-by {self.partition_by} runs on the local engine only "
-                "(the Spark engine writes broker=/queue_id= folders: --partition-by queue)"
-            )
-        self.queue_ids  # noqa: B018 (a bad --queue is a usage error before anything runs)
-        if self.slack is not None and not self.field.scans:
-            raise errors.UsageError(
-                "--slack widens a --time-field born or property:NAME window; the store time needs none"
-            )
-        self.slack_ms  # noqa: B018 (a bad --slack is a usage error before anything runs)
 
-    @property
+    @cached_property
     def field(self) -> TimeField:
         return TimeField.parse(self.time_field)
 
-    @property
+    @cached_property
     def slack_ms(self) -> int:
         """How far the store-time window is widened on each side (0 for the store time itself)."""
         if not self.field.scans:
@@ -144,7 +156,7 @@ class RangeReplayParams(EngineParams):
 
         return parse_duration_ms(self.slack) if self.slack is not None else DEFAULT_SLACK_MS
 
-    @property
+    @cached_property
     def target(self) -> Target:
         from mqadmin.replay.sinks import parse_target
 
@@ -154,11 +166,11 @@ class RangeReplayParams(EngineParams):
     def checkpoint_path(self) -> Path | None:
         return Path(self.checkpoint).expanduser().absolute() if self.checkpoint else None
 
-    @property
+    @cached_property
     def queue_ids(self) -> list[int]:
         return _queue_ids(self.queue)
 
-    @property
+    @cached_property
     def per_second(self) -> float | None:
         from mqadmin.replay.pace import parse_rate
 
