@@ -74,7 +74,7 @@ class ConsumerProgressParams:
     health_samples: int
     health_max_age: str
     warn_lag_time: str | None
-    all_lite: bool = False
+    all_lite: bool
 
     def __post_init__(self) -> None:
         parse_now(self, "max_lag_time_ms", "show_ip", "groups")

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from conftest import CliResult
 
+from mqadmin.cli import RUN_OPTIONS
 from mqadmin.context import Context
 from mqadmin.localstore import JAVA, OffsetsFile, render
 from mqadmin.message import Message
@@ -52,21 +53,10 @@ EXPECTED = {
 }
 #: named together with -g A,B,...
 SEVERAL = ("stuck", "healthy", "stopped", "rewound")
+#: every option at its default (as the command line gives them), with --health on
 DEFAULTS: dict[str, Any] = {
-    "group": None,
-    "topic": None,
-    "local_store": None,
-    "max_lag": None,
-    "max_lag_time": None,
-    "show_client_ip": None,
-    "partial": False,
-    "no_clients": False,
-    "health": True,
-    "fail_on": "STALL",
-    "health_samples": 5,
-    "health_max_age": "1h",
-    "warn_lag_time": None,
-}
+    o.dest: o.default for o in lookup("consumerProgress").options if o.dest not in RUN_OPTIONS
+} | {"health": True}
 
 
 @dataclass
