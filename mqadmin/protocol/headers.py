@@ -32,6 +32,7 @@ __all__ = [
     "CreateTopicHeader",
     "Header",
     "KvConfigHeader",
+    "LiteGroupInfoHeader",
     "MaxOffsetHeader",
     "PullMessageHeader",
     "QueryConsumerOffsetHeader",
