@@ -7,13 +7,12 @@ import json
 from collections.abc import Callable, Iterator
 
 import pytest
-from conftest import CliResult
+from conftest import CliResult, store_address
 
 from mqadmin.admin import connect
 from mqadmin.message import new_uniq_key
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.seed import commit_at_time
-from mqadmin.mock.server import MockServer
 from mqadmin.model import Message
 
 Run = Callable[..., CliResult]
@@ -41,16 +40,8 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         for group in (GROUP, CLEAN):
             commit_at_time(broker, group, "SmsTopic", None)
     cluster.close()
-    if request.param == "embedded":
-        yield f"mock://{root}"
-        return
-    cluster = MockCluster(root, writable=True)
-    server = MockServer(cluster, namesrv_port=0).start()
-    try:
-        yield server.namesrv_addr
-    finally:
-        server.stop()
-        cluster.close()
+    with store_address(root, request.param) as address:
+        yield address
 
 
 def stored_dead_letters(address: str) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import store_address
 
 from mqadmin.admin import connect
 from mqadmin.mock.cluster import MockCluster
@@ -236,17 +237,12 @@ def test_max_inflight_bounds_the_pulls_of_the_whole_run(deep: str, tmp_path: Pat
 @pytest.fixture(scope="module")
 def tcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A mock store served over TCP (two brokers, four queues each): the remoting backend."""
-    from mqadmin.mock.server import MockServer
-
     root = tmp_path_factory.mktemp("tcp") / "store"
     cluster = MockCluster.create(root)
     fill_topic(cluster, "T", 3000, T0, T0 + 3000, body_size=300)
-    server = MockServer(cluster, namesrv_port=0).start()
-    try:
-        yield server.namesrv_addr
-    finally:
-        server.stop()
-        cluster.close()
+    cluster.close()
+    with store_address(root, "tcp") as address:
+        yield address
 
 
 def spy_processes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
