@@ -628,14 +628,12 @@ def _extra(ctx: Context, group: str) -> ProgressExtra:
     return extra
 
 
-#: --watch: each watched run's samples, kept in memory (a cron run's are in the state file)
-_WATCHED: dict[int, MemoryState] = {}
-
-
 def _state(ctx: Context, params: ConsumerProgressParams, where: str) -> StateFile | MemoryState:
     rules = params.health_rules
     if ctx.watching:
-        return _WATCHED.setdefault(id(ctx), MemoryState(rules))
+        state = ctx.kept.setdefault("health", MemoryState(rules))  # a cron run's are in the state file
+        assert isinstance(state, MemoryState)
+        return state
     return StateFile(state_path(default_home(), where), rules, ctx.env.warn)
 
 

@@ -36,6 +36,9 @@ class Context:
     clock: Callable[[], int] = field(default=now_ms, repr=False)
     #: set by --watch: the command runs again with this context, so it may keep state in memory
     watching: bool = False
+    #: what a command keeps from one --watch refresh to the next (the health samples); it goes
+    #: with this context, so two watch loops in one process never share it
+    kept: dict[str, Any] = field(default_factory=dict)
     _admin: Admin | None = None
     _admin_ro: bool = True
     _warned: set[str] = field(default_factory=set)

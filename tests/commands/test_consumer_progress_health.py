@@ -329,9 +329,9 @@ def test_status_column_survives_80_columns(timeline: Timeline, tmp_path: Path, g
         assert "Health: 7 of 7 groups OK (6 still collecting)" in " ".join(text.split())
 
 
-def test_watch_keeps_its_samples_in_memory_and_shows_the_status_change(timeline: Timeline, tmp_path: Path) -> None:
-    """--watch --health: one sample per refresh, in memory (no state file is written), and the
-    status goes from collecting to STALL as the window fills."""
+def _watch(timeline: Timeline, group: str, refreshes: int) -> list[dict[str, Any]]:
+    """``consumerProgress -g GROUP --health --watch`` for ``refreshes`` refreshes a minute apart
+    (from ten minutes after the timeline), in a context of its own; the JSON documents printed."""
     from mqadmin.watch import watch_loop
 
     clock = {"now": timeline.now + 10 * MIN, "refreshes": 0}
@@ -341,19 +341,33 @@ def test_watch_keeps_its_samples_in_memory_and_shows_the_status_change(timeline:
 
     def sleep(_: float) -> None:
         clock["refreshes"] += 1
-        if clock["refreshes"] == STEPS + 1:
+        if clock["refreshes"] == refreshes:
             raise KeyboardInterrupt
         clock["now"] += MIN
 
-    os.environ["MQADMIN_HOME"] = str(tmp_path / "home")  # the autouse fixture puts it back
     with pytest.raises(KeyboardInterrupt):
-        watch_loop(ctx, lookup("consumerProgress").bind(DEFAULTS | {"group": "stuck"}), 1, "json", None, sleep=sleep)
+        watch_loop(ctx, lookup("consumerProgress").bind(DEFAULTS | {"group": group}), 1, "json", None, sleep=sleep)
     ctx.close()
-    statuses = [
-        (d["health"]["status"], d["health"]["collecting"]) for d in map(json.loads, out.getvalue().splitlines())
-    ]
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_watch_keeps_its_samples_in_memory_and_shows_the_status_change(timeline: Timeline, tmp_path: Path) -> None:
+    """--watch --health: one sample per refresh, in memory (no state file is written), and the
+    status goes from collecting to STALL as the window fills."""
+    os.environ["MQADMIN_HOME"] = str(tmp_path / "home")  # the autouse fixture puts it back
+    docs = _watch(timeline, "stuck", STEPS + 1)
+    statuses = [(d["health"]["status"], d["health"]["collecting"]) for d in docs]
     assert statuses == [("OK", True)] * (STEPS - 1) + [("STALL", False)] * 2
     assert not list((tmp_path / "home" / "state").glob("health-*"))  # the samples stay in memory
+
+
+def test_each_watch_starts_its_own_window(timeline: Timeline, tmp_path: Path) -> None:
+    """A second --watch in the same process (a library caller, or the next test) collects afresh:
+    the first one's samples went with its context, even when the new context reuses its memory."""
+    os.environ["MQADMIN_HOME"] = str(tmp_path / "home")
+    for _ in range(3):
+        docs = _watch(timeline, "stuck", 2)
+        assert [d["health"]["collecting"] for d in docs] == [True, True]
 
 
 def test_several_groups_get_each_status_and_one_check(history: dict[str, list[Any]]) -> None:
