@@ -39,8 +39,9 @@ lint: $(VENV)/.installed-test
 	cd build/typecheck && ../../$(PY) -m mypy --config-file ../../pyproject.toml mqadmin
 	cd build/typecheck && PYTHONPATH=. ../../$(VENV)/bin/lint-imports --config ../../pyproject.toml
 
+# --durations: the slowest tests, so a run's log shows where the suite's time goes
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=30
 
 clean:
 	rm -rf $(VENV) build *.egg-info
