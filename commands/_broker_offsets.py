@@ -295,7 +295,8 @@ class BrokerOffsets:
         old = {q.mq_key: q.old_offset for q in result.queues}
 
         def taken(k: Key, v: int | None) -> bool:
-            """A pushed reset is taken when the committed offset went to the target: seen at it, or
+            """A reset the consumers take (pushed to them, or served by the broker at their next
+            pull or pop) is taken when the committed offset went to the target: seen at it, or
             (re-delivering) between it and where the consumers were, on their way forward again."""
             want, was = self.expected[k], old.get(k)
             if v is None:
@@ -309,7 +310,10 @@ class BrokerOffsets:
         deadline = time.monotonic() + (flow.PUSH_VERIFY_TIMEOUT_S if self.pushed else 0)
         keys = list(self.expected)
         actual = self._read(result.group, keys)
-        seen = {k for k, v in actual.items() if k[1] in self.pushed and taken(k, v)}
+        # a server-side reset with consumers at work is served at their next pull or pop, which
+        # moves the offset on from it at once (a POP group acks as it goes): that is taking it
+        takers = self.pushed | (self.server_side if self.consumers_active else set())
+        seen = {k for k, v in actual.items() if k[1] in takers and taken(k, v)}
         waiting = [k for k in keys if k[1] in self.pushed and k not in seen]
         if waiting:
             while waiting and time.monotonic() < deadline:  # watch only the queues not seen taken yet

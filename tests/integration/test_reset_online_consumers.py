@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import mqadmin.commands._reset as reset_module
 import pytest
+from mqadmin.commands._broker_offsets import BrokerOffsets
 
 from mqadmin.cli import main
 from mqadmin.mock.cluster import MockCluster
@@ -136,3 +138,27 @@ def test_five_x_server_side_reset_with_a_push_consumer_online(server5: MockServe
         code, doc, err = reset(server5, "took5")
     assert code == 0, err
     assert all("server-side" in m for m in doc["method"].values()) and doc["verified"] == 8
+
+
+def test_five_x_server_side_reset_with_a_pop_consumer_acking(
+    server5: MockServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A POP group at work takes a server-side reset at its next pop and acks on from it at once:
+    the read-back finds it past the plan (0) but short of where it was (10). That is the reset
+    taken, not a queue that "moved" and failed the run. (The read-back waits a moment here, as a
+    busy network makes it, so that the consumer is seen midway.)"""
+    read_back = BrokerOffsets._watch
+
+    def late_read_back(self: BrokerOffsets, result: Any) -> Any:
+        time.sleep(0.35)
+        return read_back(self, result)
+
+    monkeypatch.setattr(BrokerOffsets, "_watch", late_read_back)
+    group_at_end(server5, "pop5")
+    with ScriptedConsumer(server5.namesrv_addr, "pop5", TOPIC, kind="pop", acks_every_s=0.1):
+        code, doc, err = reset(server5, "pop5")
+    assert code == 0, err
+    assert all("server-side" in m for m in doc["method"].values()) and doc["verified"] == 8
+    assert {q["outcome"] for q in doc["queues"]} == {"applied"}
+    taken = [q for q in doc["queues"] if "taken by the consumers, now at" in q["detail"]]
+    assert len(taken) == 8, [q["detail"] for q in doc["queues"]]

@@ -6,6 +6,9 @@ pushes a reset (RESET_CONSUMER_CLIENT_OFFSET), commits the reset offsets after `
 of each queue and commits that, as a fast consumer does. ``kind="pull"`` behaves as a
 DefaultLitePullConsumer: it heartbeats as CONSUME_ACTIVELY, ignores pushed resets and commits the
 offsets it keeps itself every ``commit_interval_s``, which undoes a reset written to the broker.
+``kind="pop"`` only heartbeats as CONSUME_POP, unless ``acks_every_s`` is set: then every so often it
+pops the next message of each queue from where the broker holds the group (as the group: it takes a
+pending server-side reset) and acks it, moving the committed offset on, until the queue's end.
 Asked for its running info (GET_CONSUMER_RUNNING_INFO, forwarded by the broker) it answers with a
 ConsumerRunningInfo whose mqTable holds ``owned`` (default: every queue of the topic), or not at
 all with ``answers_running_info=False`` (a hung client).
@@ -44,6 +47,7 @@ class ScriptedConsumer:
         hold_s: float = 0.3,
         owned: list[MessageQueue] | None = None,
         answers_running_info: bool = True,
+        acks_every_s: float | None = None,
     ) -> None:
         self.group, self.topic, self.kind, self.client_id = group, topic, kind, client_id
         self.commit_interval_s, self.apply_delay_s, self.hold_s = commit_interval_s, apply_delay_s, hold_s
@@ -52,6 +56,7 @@ class ScriptedConsumer:
         self.queues = self.admin.topic_route(topic).message_queues()
         self.owned = list(self.queues if owned is None else owned)
         self.answers_running_info = answers_running_info
+        self.acks_every_s = acks_every_s
         self.running_info_asked = threading.Event()
         #: the offsets this consumer keeps itself (what it commits)
         self.offsets: dict[MessageQueue, int] = {mq: self.admin.consumer_offset(group, mq) or 0 for mq in self.queues}
@@ -63,6 +68,8 @@ class ScriptedConsumer:
         self._brokers = sorted({self.admin._broker_addr(mq.broker_name) for mq in self.queues})
         self._heartbeat()
         self._threads = [threading.Thread(target=self._loop, daemon=True)]
+        if acks_every_s is not None:
+            self._threads.append(threading.Thread(target=self._ack_loop, daemon=True))
         for t in self._threads:
             t.start()
 
@@ -149,6 +156,22 @@ class ScriptedConsumer:
                     self.admin.update_consumer_offset(self.group, mq, offset)
                 except Exception:  # a commit that fails is retried next interval
                     pass
+
+    def _ack_loop(self) -> None:
+        assert self.acks_every_s is not None
+        while not self._stop.wait(self.acks_every_s):
+            for mq in self.owned:
+                try:
+                    at = self.admin.consumer_offset(self.group, mq)
+                    if at is not None and at < self.admin.max_offset(mq):
+                        # the pop: a 5.x broker serves a pending reset to it (and refuses
+                        # commits until then), so the ack goes on from the reset offset
+                        got = self.admin.pull(mq, at, 1, group=self.group).messages
+                        if got:
+                            self.admin.update_consumer_offset(self.group, mq, got[0].queue_offset + 1)
+                except Exception:  # closed under it, or a broker busy: the next round tries again
+                    if self._stop.is_set():
+                        return
 
     def close(self) -> None:
         self._stop.set()
