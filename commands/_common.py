@@ -71,7 +71,7 @@ def _refused_topic(admin: Admin, group: str, topic: str) -> None:
         queues = admin.topic_route(topic).message_queues()
         if queues:
             admin.max_offset(queues[0])
-        if queues and read_group(admin, group, None) == group:
+        if queues and not _v5_brokers(admin):
             admin.pull(queues[0], 0, 1, group=group)
     except errors.BrokerError as exc:
         if exc.permission_denied:
@@ -86,20 +86,23 @@ def queue_bounds(admin: Admin, queues: list[MessageQueue]) -> list[tuple[int, in
     return [(stats[mq].min_offset, stats[mq].max_offset) for mq in queues]
 
 
-def read_group(admin: Admin, inspected: str | None, chosen: str | None) -> str | None:
+def read_group(admin: Admin, inspected: str | None, chosen: str | None, probe: MessageQueue | None) -> str | None:
     """The group messages are read as (None: TOOLS_CONSUMER, as the Java tool reads).
 
-    --consumer-group wins. Otherwise the inspected group (-g) when every broker is 4.x: there a
-    pull without the commit flag, with its own subscription, neither commits nor stores
-    anything for the group (broker: PullMessageProcessor.java), and an account that consumes
-    the group may do it. A 5.x broker does keep something: the pull becomes the group's pull
-    offset and takes over the group's pending server-side reset (broker:
+    --consumer-group wins. Otherwise TOOLS_CONSUMER, unless every broker is 4.x and the account
+    may not read as TOOLS_CONSUMER (a pull of one message of ``probe`` is refused): then the
+    inspected group (-g), which an account that consumes the group may read as. On 4.x a pull
+    without the commit flag, with its own subscription, neither commits nor stores anything for
+    the group (broker: PullMessageProcessor.java), but the broker counts what it returns in the
+    group's consume TPS for a minute, which dashboards and a following reset's "pulled lately"
+    check see: so the group is read as only when it has to be. A 5.x broker keeps more: the pull
+    becomes the group's pull offset and takes over the group's pending server-side reset (broker:
     ConsumerOffsetManager.queryThenEraseResetOffset), so there the inspected group is read only
     when asked for, and naming it is refused.
     """
     if chosen is None and inspected is None:
         return None
-    v5 = [b.broker_name for b in admin.cluster_brokers() if not b.version or versions.is_v5(b.version)]
+    v5 = _v5_brokers(admin)
     if chosen is not None:
         if chosen == inspected and v5:
             raise errors.UsageError(
@@ -107,7 +110,20 @@ def read_group(admin: Admin, inspected: str | None, chosen: str | None) -> str |
                 "would take over its pending offset reset; name a group of its own for reading"
             )
         return chosen
-    return None if v5 else inspected
+    if v5 or probe is None:
+        return None
+    try:
+        admin.pull(probe, 0, 1)
+    except errors.BrokerError as exc:
+        return inspected if exc.permission_denied else None
+    except errors.MqadminError:
+        pass  # what the probe meets, the reads meet and report
+    return None
+
+
+def _v5_brokers(admin: Admin) -> list[str]:
+    """The brokers that are 5.x (or do not say their version)."""
+    return [b.broker_name for b in admin.cluster_brokers() if not b.version or versions.is_v5(b.version)]
 
 
 def store_time_at(admin: Admin, mq: MessageQueue, offset: int, group: str | None = None) -> int | None:

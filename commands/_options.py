@@ -121,8 +121,9 @@ CONSUMER_GROUP = Opt(
     "consumer_group",
     ("--consumer-group",),
     "Read messages as this consumer group; under ACL the account needs SUB on it instead of on "
-    "TOOLS_CONSUMER (mqadmin extension). Default: the group of -g when every broker is 4.x (such a "
-    f"read changes nothing of the group), else TOOLS_CONSUMER, as the Java tool reads. {_READ_GROUP_ON_V5}",
+    "TOOLS_CONSUMER (mqadmin extension). Default: TOOLS_CONSUMER, as the Java tool reads; when every "
+    "broker is 4.x and the account may not read as TOOLS_CONSUMER, the group of -g (such a read commits "
+    f"nothing, but shows in the group's consume TPS for a minute). {_READ_GROUP_ON_V5}",
     metavar="GROUP",
 )
 REPLAY_CONSUMER_GROUP = Opt(

@@ -233,7 +233,8 @@ class QueryOffsetCommand(SubCommand):
         if bounds is None:
             bounds = queue_bounds(admin, queues)
         run = choose_engine(ctx, params, _work(ts, time_field, queues, bounds))
-        reader = read_group(admin, pairs[0][1] if len(pairs) == 1 else None, params.consumer_group) if ts else None
+        inspected = pairs[0][1] if len(pairs) == 1 else None
+        reader = read_group(admin, inspected, params.consumer_group, queues[0] if queues else None) if ts else None
         where = locate(admin, queues, bounds, ts, time_field, slice_size, run, ctx, reader)
         results = [
             self._result(ctx, t, g, ts, time_field, run.name, queues, where, consumer.get(g, {}) if g else {})

@@ -10,37 +10,56 @@ from mqadmin.model import BrokerData, BrokerInfo, ConsumeStats, MessageQueue, Pu
 
 
 class Brokers:
-    """An admin that only says which brokers there are and their versions."""
+    """An admin that only says which brokers there are and their versions, and answers a pull
+    (refused as TOOLS_CONSUMER with ``tools_refused``: an ACL account without that grant)."""
 
-    def __init__(self, *versions: str):
+    def __init__(self, *versions: str, tools_refused: bool = False):
         self.asked = 0
         self.brokers = [BrokerInfo(f"broker-{i}", f"127.0.0.1:{10911 + i}", "c", v) for i, v in enumerate(versions)]
+        self.tools_refused = tools_refused
+        self.pulled_as: list[str | None] = []
 
     def cluster_brokers(self) -> list[BrokerInfo]:
         self.asked += 1
         return self.brokers
 
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> PullResult:
+        self.pulled_as.append(group)
+        if group is None and self.tools_refused:
+            raise errors.NoPermission("no permission for group TOOLS_CONSUMER", "127.0.0.1:10911")
+        return PullResult("FOUND", 1, 0, 3, [])
 
-def test_on_4x_brokers_the_inspected_group_reads() -> None:
-    assert read_group(Brokers("4.9.7", "4.9.8"), "G", None) == "G"  # type: ignore[arg-type]
+
+PROBE = MessageQueue("T", "broker-0", 0)
+
+
+def test_on_4x_brokers_tools_consumer_reads_when_the_account_may() -> None:
+    """A read as the group shows in its consume TPS: only when TOOLS_CONSUMER is refused."""
+    admin = Brokers("4.9.7", "4.9.8")
+    assert read_group(admin, "G", None, PROBE) is None  # type: ignore[arg-type]
+    assert admin.pulled_as == [None]  # the probe, as TOOLS_CONSUMER
+    refused = Brokers("4.9.7", tools_refused=True)
+    assert read_group(refused, "G", None, PROBE) == "G"  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("versions", [("5.3.3",), ("4.9.7", "5.1.0"), ("4.9.7", "")], ids=["5x", "mixed", "silent"])
 def test_a_5x_or_unknown_broker_keeps_tools_consumer(versions: tuple[str, ...]) -> None:
     """A 5.x pull as the group would become its pull offset and take its pending reset."""
-    assert read_group(Brokers(*versions), "G", None) is None  # type: ignore[arg-type]
+    admin = Brokers(*versions, tools_refused=True)
+    assert read_group(admin, "G", None, PROBE) is None  # type: ignore[arg-type]
+    assert admin.pulled_as == []
 
 
 def test_the_option_wins_and_nothing_asked_without_a_group() -> None:
     admin = Brokers("5.3.3")
-    assert read_group(admin, None, None) is None and admin.asked == 0  # type: ignore[arg-type]
-    assert read_group(admin, "G", "READER") == "READER"  # type: ignore[arg-type]
-    assert read_group(Brokers("4.9.7"), "G", "G") == "G"  # type: ignore[arg-type]
+    assert read_group(admin, None, None, PROBE) is None and admin.asked == 0  # type: ignore[arg-type]
+    assert read_group(admin, "G", "READER", PROBE) == "READER"  # type: ignore[arg-type]
+    assert read_group(Brokers("4.9.7"), "G", "G", PROBE) == "G"  # type: ignore[arg-type]
 
 
 def test_reading_as_the_inspected_group_on_5x_is_refused() -> None:
     with pytest.raises(errors.UsageError, match="pending offset reset"):
-        read_group(Brokers("5.3.3"), "G", "G")  # type: ignore[arg-type]
+        read_group(Brokers("5.3.3"), "G", "G", PROBE)  # type: ignore[arg-type]
 
 
 class NoOffsets(Brokers):

@@ -84,3 +84,18 @@ def test_property_no_message_has_is_said_per_queue(
     # a field every message has, searched after the end: an ordinary answer, nothing to say
     late = cli(*args[:-2], str(store.end_ms + 60_000), "--json", "--time-field", "born")
     assert late.code == 0 and late.stderr == ""
+
+
+def test_a_time_query_on_4x_leaves_the_groups_consume_tps_alone(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult], door: str
+) -> None:
+    """The messages a time query reads are read as TOOLS_CONSUMER: read as the group, the broker
+    counts them in its consume TPS for a minute, which dashboards show for a stopped group and a
+    following reset takes for consumers at work."""
+    if door == "embedded":
+        pytest.skip("an embedded store keeps no consume statistics from one run to the next")
+    store = make_store("4.9.8", count=800, groups={"g": None})
+    r = cli("queryOffset", "-n", store.address, "-t", "TopicTest", "-g", "g", "-s", str(store.start_ms + HOUR_MS))
+    assert r.code == 0, r.stderr
+    doc: Any = cli("consumerProgress", "-n", store.address, "-g", "g", "--json").json()
+    assert doc["tps"] == 0.0

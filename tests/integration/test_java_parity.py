@@ -542,8 +542,8 @@ def before(world: World, resets: Resets) -> Snapshot:
             "all_java": world.ours_java("consumerProgress"),
         }
         java_out = java.result()
-    # After the Java reads: on 4.x, queryOffset -g reads messages as the group, which the broker
-    # counts in the group's consume TPS for a minute (the Java tool's consumerProgress would show it)
+    # After the Java reads: a read as the group (4.x, when TOOLS_CONSUMER is refused) would show in
+    # the group's consume TPS for a minute, and the Java tool's consumerProgress with it
     ours["query"] = world.ours("queryOffset", "-t", world.topic, "-g", G_PROGRESS, "-s", str(world.ts))[1]
     return Snapshot(java_out, ours, time.monotonic() - t0, sum(world.java_runs[runs:]))
 
