@@ -20,7 +20,7 @@ from mqadmin.commands._progress import lag_line, max_lag
 from mqadmin import errors
 from mqadmin.admin import Admin
 from mqadmin.context import Context
-from mqadmin.model import LiteGroupInfo, MessageQueue, OffsetWrapper
+from mqadmin.model import LiteGroupInfo, Message, MessageQueue, OffsetWrapper
 from mqadmin.output import ResultBase, Table
 from mqadmin.timeparse import format_duration, format_zoned
 
@@ -191,6 +191,54 @@ def _row(ctx: Context, group: str, broker: str, lite_topic: str) -> LiteRow | No
     return LiteRow(lite_topic, broker, w.broker_offset, w.consumer_offset, w.last_timestamp or None, lag_ms)
 
 
+def lite_parent(admin: Admin, group: str) -> str | None:
+    """The parent topic ``group`` is bound to, or None when no broker holds it as a lite group."""
+    answers = admin.lite_group_info(group, None, 1)
+    return next((a.parent_topic for a in answers.values() if isinstance(a, LiteGroupInfo)), None)
+
+
+def lite_offsets(admin: Admin, group: str, topic: str) -> dict[MessageQueue, OffsetWrapper] | None:
+    """A lite group's committed offsets, one per lite topic's LMQ (queue 0) on each broker, for
+    queryOffset -t <parent> -g <group>; None for any other group. The brokers answer an LMQ's
+    min/max offset, time search and committed offset by its name as for any queue (file store
+    with enableLmq: LmqTopicConfigManager), so the LMQs are read as queues. A lite topic without
+    a committed offset is not in the consume stats, as in consumerProgress."""
+    try:
+        rows = admin.consume_stats(group).offsets
+    except errors.TopicNotExist:
+        rows = {}
+    if rows and not any(is_lite_queue(mq) for mq in rows):
+        return None
+    parent = lite_parent(admin, group)
+    if parent is None:
+        return None
+    if topic != parent:
+        raise LiteGroupUnsupported(
+            f"{group!r} is a lite group of parent topic {parent!r}, not of {topic!r}: "
+            f"queryOffset -t {parent} -g {group} shows its lite topics"
+        )
+    prefix = lmq_name(parent, "")
+    return {mq: rows[mq] for mq in sorted(rows) if mq.topic.startswith(prefix)}
+
+
+def lmq_offset(msg: Message, lmq: str) -> int | None:
+    """A message's offset in the LMQ ``lmq``: a pull from an LMQ answers the message as stored,
+    with its parent queue's offset; the broker wrote the LMQs it was dispatched to and its offset
+    in each into two properties, in the same order (broker: MessageConst INNER_MULTI_DISPATCH,
+    INNER_MULTI_QUEUE_OFFSET)."""
+    queues = msg.properties.get("INNER_MULTI_DISPATCH", "").split(",")
+    offsets = msg.properties.get("INNER_MULTI_QUEUE_OFFSET", "").split(",")
+    if lmq not in queues or len(offsets) != len(queues):
+        return None
+    text = offsets[queues.index(lmq)]
+    return int(text) if text.isdigit() else None
+
+
+def lite_topic_of(mq: MessageQueue) -> str | None:
+    """``lite`` of a ``%LMQ%$parent$lite`` queue (None for any other queue)."""
+    return mq.topic.rsplit("$", 1)[-1] if is_lite_queue(mq) else None
+
+
 class LiteGroupUnsupported(errors.UsageError):
     """A lite group given to a command that reads or moves ordinary per-queue offsets."""
 
@@ -202,10 +250,10 @@ def refuse_lite(admin: Admin, group: str, rows: Mapping[MessageQueue, object]) -
     consume-stats rows) are empty or hold a lite topic's queue."""
     if rows and not any(is_lite_queue(mq) for mq in rows):
         return
-    answers = admin.lite_group_info(group, None, 1)
-    infos = [a for a in answers.values() if isinstance(a, LiteGroupInfo)]
-    if infos:
+    parent = lite_parent(admin, group)
+    if parent is not None:
         raise LiteGroupUnsupported(
             f"lite groups (RocketMQ 5.5 lite topics) are not supported by this command yet: {group!r} is a lite "
-            f"group of parent topic {infos[0].parent_topic!r}; consumerProgress -g {group} shows its offsets"
+            f"group of parent topic {parent!r}; consumerProgress -g {group} and queryOffset -t {parent} -g {group} "
+            "show its offsets"
         )

@@ -22,3 +22,15 @@ def test_all_is_for_lite_groups_and_an_ordinary_group_is_as_before(
     assert "lite" not in doc and doc["queues"]
     r = cli("queryOffset", "-n", store.address, "-g", "nosuch", "-t", "TopicTest")
     assert r.code == 2 and "unknown consumer group 'nosuch'" in r.stderr
+
+
+def test_a_message_pulled_from_an_lmq_is_found_by_its_offset_there_not_its_parent_queues() -> None:
+    from mqadmin.commands._lite import lmq_offset
+
+    from mqadmin.model import Message
+
+    props = {"INNER_MULTI_DISPATCH": "%LMQ%$P$a,%LMQ%$P$b", "INNER_MULTI_QUEUE_OFFSET": "7,3"}
+    msg = Message("P", b"x", props, queue_offset=41)
+    assert (lmq_offset(msg, "%LMQ%$P$a"), lmq_offset(msg, "%LMQ%$P$b")) == (7, 3)
+    assert lmq_offset(msg, "%LMQ%$P$c") is None
+    assert lmq_offset(Message("P", b"x", {"INNER_MULTI_DISPATCH": "%LMQ%$P$a"}), "%LMQ%$P$a") is None

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mqadmin.cli import main
-from mqadmin.model import Message
+from mqadmin.model import Message, MessageQueue
 from mqadmin.output import Env
 from mqadmin.remoting.backend import RemotingAdmin
 from tests.support import realbroker as rb
@@ -26,6 +26,9 @@ PARENT, GROUP, PLAIN_TOPIC, PLAIN_GROUP = "LiteParent", "G_lite", "PlainTopic", 
 #: lite topic -> (messages sent, offset committed): more lite topics than the default top 20
 LITES = {f"lt{i:02d}": (i % 4 + 2, i % 4) for i in range(24)}
 LMQ = "%LMQ%$" + PARENT + "$"
+#: the lite topics sent before MID_TIME (the fixture's time between the two halves of the sends)
+FIRST_HALF = sorted(LITES)[:12]
+MARKS: dict[str, int] = {}
 
 
 def cli(*args: str) -> tuple[int, Any, str]:
@@ -69,6 +72,10 @@ def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rb.RealClus
         admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
         try:
             for lite_topic, (sent, _) in LITES.items():
+                if lite_topic == sorted(LITES)[len(FIRST_HALF)]:
+                    time.sleep(0.02)  # store times are in ms: the mark falls strictly between the halves
+                    MARKS["mid"] = int(time.time() * 1000)
+                    time.sleep(0.02)
                 for i in range(sent):
                     admin.send(PARENT, Message(PARENT, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}))
             for mq in admin.topic_route(PLAIN_TOPIC).message_queues():
@@ -81,6 +88,16 @@ def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rb.RealClus
         yield cluster, started
     finally:
         cluster.stop(check=False, grace=0)  # nobody reads this store: kill, no clean shutdown
+
+
+def _broker_truth(cluster: rb.RealCluster) -> dict[str, tuple[int, int | None]]:
+    """Each lite topic's (max offset, committed offset of GROUP), asked of the broker queue by queue."""
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+    try:
+        queues = {n: MessageQueue(LMQ + n, "broker-a", 0) for n in LITES}
+        return {n: (admin.max_offset(mq), admin.consumer_offset(GROUP, mq)) for n, mq in queues.items()}
+    finally:
+        admin.close()
 
 
 def _valid(doc: Any) -> dict[str, Any]:
@@ -157,7 +174,6 @@ def test_offset_commands_refuse_a_lite_group_in_one_line_and_change_nothing(
     monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
     ns = cluster.namesrv_addr
     for args in (
-        ("queryOffset", "-t", PARENT, "-g", GROUP),
         ("resetOffsetByTime", "-t", PARENT, "-g", GROUP, "-s", "now", "--yes"),
         ("resetOffsetByTime", "-g", GROUP, "--all-topics", "--to-earliest", "--yes"),
         ("skipAccumulatedMessage", "-t", PARENT, "-g", GROUP, "--yes"),
@@ -171,3 +187,34 @@ def test_offset_commands_refuse_a_lite_group_in_one_line_and_change_nothing(
     assert {r["lite_topic"]: r["consumer_offset"] for r in doc["lite_topics"]} == {n: c for n, (_, c) in LITES.items()}
     code, _, err = cli("consumerConnection", "-n", ns, "-g", GROUP)
     assert code == 1 and "no client of consumer group" in err, err
+
+
+def test_query_offset_shows_each_lite_topic_and_where_a_time_lands(lite: tuple[rb.RealCluster, float]) -> None:
+    """queryOffset -t <parent> -g <lite group>: one row per lite topic with a committed offset, its
+    bounds, the group's offset and lag as the broker holds them, and where -s lands in it."""
+    cluster, _ = lite
+    ns = cluster.namesrv_addr
+    code, doc, err = cli("queryOffset", "-n", ns, "-t", PARENT, "-g", GROUP, "-s", str(MARKS["mid"]), "--json")
+    assert code == 0, err
+    doc = _valid(doc)
+    assert doc["lite"] is True and (doc["topic"], doc["group"]) == (PARENT, GROUP)
+    rows = {r["lite_topic"]: r for r in doc["queues"]}
+    assert set(rows) == set(LITES)
+    truth = _broker_truth(cluster)
+    for name, r in rows.items():
+        sent, commit = LITES[name]
+        assert (r["broker"], r["queue_id"], r["min_offset"]) == ("broker-a", 0, 0), r
+        assert (r["max_offset"], r["consumer_offset"], r["lag"]) == (sent, commit, sent - commit), r
+        assert (r["max_offset"], r["consumer_offset"]) == truth[name], r
+        # 5.x: the first message stored at or after the time; none (the first half) -> the max offset
+        assert r["offset_at_time"] == (sent if name in FIRST_HALF else 0), (name, r)
+        if name not in FIRST_HALF:
+            assert r["store_time_at_offset"] >= MARKS["mid"], r
+    code, text, err = cli("queryOffset", "-n", ns, "-t", PARENT, "-g", GROUP)
+    assert code == 0, err
+    assert "Lite Topic" in text and "lt05" in text and "%LMQ%" not in text, text
+    assert f"Total Lag: {sum(s - c for n, (s, c) in LITES.items() if n in rows)}" in text, text
+    code, _, err = cli("queryOffset", "-n", ns, "-t", PLAIN_TOPIC, "-g", GROUP)
+    assert code == 2 and f"queryOffset -t {PARENT} -g {GROUP}" in err and len(err.strip().splitlines()) == 1, err
+    code, doc, err = cli("queryOffset", "-n", ns, "-t", PLAIN_TOPIC, "-g", PLAIN_GROUP, "--json")
+    assert code == 0 and "lite" not in _valid(doc) and len(doc["queues"]) == 2, err
