@@ -9,7 +9,7 @@ what a person asks about (the Java tool's getLiteGroupInfo).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
@@ -234,6 +234,36 @@ def lmq_offset(msg: Message, lmq: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def route_topic(topic: str) -> str:
+    """The topic whose route serves ``topic``: an LMQ (``%LMQ%$parent$lite``) has no route of
+    its own, it lives on the brokers of its parent."""
+    return topic[len(LMQ_PREFIX) :].rsplit("$", 1)[0] if topic.startswith(LMQ_PREFIX) else topic
+
+
+def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+    """restoreOffset of a lite group's backup: the group's offsets now on the backup's lite topic
+    queues (none named: {}); refused whole when the group is no lite group of their parent, or a
+    queue's broker no longer serves the parent."""
+    lmqs = [mq for mq in queues if is_lite_queue(mq)]
+    current: dict[MessageQueue, int] = {}
+    for parent in sorted({route_topic(mq.topic) for mq in lmqs}):
+        found = lite_offsets(admin, group, parent)
+        if found is None:
+            raise errors.UsageError(
+                f"the backup names lite topics of {parent!r}, but {group!r} is no lite group on {admin.address}; "
+                "nothing was changed"
+            )
+        brokers = {b.broker_name for b in admin.topic_route(parent).brokers}
+        gone = sorted({mq.broker_name for mq in lmqs if route_topic(mq.topic) == parent} - brokers)
+        if gone:
+            raise errors.UsageError(
+                f"backup names lite topics on {', '.join(gone)}, which no longer serve {parent!r} on "
+                f"{admin.address}; nothing was changed"
+            )
+        current |= {mq: w.consumer_offset for mq, w in found.items()}
+    return current
+
+
 def lite_topic_of(mq: MessageQueue) -> str | None:
     """``lite`` of a ``%LMQ%$parent$lite`` queue (None for any other queue)."""
     return mq.topic.rsplit("$", 1)[-1] if is_lite_queue(mq) else None
@@ -254,6 +284,6 @@ def refuse_lite(admin: Admin, group: str, rows: Mapping[MessageQueue, object]) -
     if parent is not None:
         raise LiteGroupUnsupported(
             f"lite groups (RocketMQ 5.5 lite topics) are not supported by this command yet: {group!r} is a lite "
-            f"group of parent topic {parent!r}; consumerProgress -g {group} and queryOffset -t {parent} -g {group} "
-            "show its offsets"
+            f"group of parent topic {parent!r}; queryOffset -t {parent} -g {group} shows its offsets, "
+            f"resetOffsetByTime -t {parent} -g {group} moves them"
         )

@@ -174,7 +174,6 @@ def test_offset_commands_refuse_a_lite_group_in_one_line_and_change_nothing(
     monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
     ns = cluster.namesrv_addr
     for args in (
-        ("resetOffsetByTime", "-t", PARENT, "-g", GROUP, "-s", "now", "--yes"),
         ("resetOffsetByTime", "-g", GROUP, "--all-topics", "--to-earliest", "--yes"),
         ("skipAccumulatedMessage", "-t", PARENT, "-g", GROUP, "--yes"),
     ):
@@ -182,6 +181,7 @@ def test_offset_commands_refuse_a_lite_group_in_one_line_and_change_nothing(
         assert code == 2, (args, out, err)
         assert err.strip().count("\n") == 0 and "not supported by this command yet" in err, err
         assert f"lite group of parent topic {PARENT!r}" in err and "unknown consumer group" not in err
+        assert f"resetOffsetByTime -t {PARENT} -g {GROUP}" in err, err
     code, doc, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "--all", "--json")
     assert code == 0, err
     assert {r["lite_topic"]: r["consumer_offset"] for r in doc["lite_topics"]} == {n: c for n, (_, c) in LITES.items()}
@@ -218,3 +218,82 @@ def test_query_offset_shows_each_lite_topic_and_where_a_time_lands(lite: tuple[r
     assert code == 2 and f"queryOffset -t {PARENT} -g {GROUP}" in err and len(err.strip().splitlines()) == 1, err
     code, doc, err = cli("queryOffset", "-n", ns, "-t", PLAIN_TOPIC, "-g", PLAIN_GROUP, "--json")
     assert code == 0 and "lite" not in _valid(doc) and len(doc["queues"]) == 2, err
+
+
+def test_a_lite_group_is_reset_by_time_backed_up_and_restored_lite_topic_by_lite_topic(
+    lite: tuple[rb.RealCluster, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resetOffsetByTime -t <parent> -g <lite group>: a plan of its lite topics' queues, applied by
+    the broker's per-queue reset (5.5 takes an LMQ by name), each read back; restoreOffset of the
+    backup puts every lite topic back; nothing else of the broker moves."""
+    cluster, _ = lite
+    monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
+    ns, mid = cluster.namesrv_addr, MARKS["mid"]
+    before = _broker_truth(cluster)
+    assert {n: off for n, (_, off) in before.items()} == {n: c for n, (_, c) in LITES.items()}
+    plain = _plain_offsets(cluster)
+    code, doc, err = cli("resetOffsetByTime", "-n", ns, "-t", PARENT, "-g", GROUP, "-s", str(mid), "--yes", "--json")
+    assert code == 0, err
+    doc = _valid(doc)
+    want = {n: (sent if n in FIRST_HALF else 0) for n, (sent, _) in LITES.items()}
+    planned = {r["topic"]: (r["old_offset"], r["new_offset"]) for r in doc["queues"]}
+    assert planned == {LMQ + n: (LITES[n][1], want[n]) for n in LITES}, planned
+    moved = [r for r in doc["queues"] if r["old_offset"] != r["new_offset"]]
+    assert moved and all(r["outcome"] == "applied" for r in moved), doc["queues"]
+    assert doc["verified"] == doc["planned"] == len(moved) and doc["backup"], doc
+    assert {n: off for n, (_, off) in _broker_truth(cluster).items()} == want
+    assert _plain_offsets(cluster) == plain
+    # the lag the group shows now is the reset's: the lite topics after the time wait again in full,
+    # those before it are caught up (the broker's top-K by lag leaves lite topics without lag out)
+    code, shown, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "--all", "--json")
+    assert code == 0, err
+    lagging = {n: off for n, off in want.items() if off < LITES[n][0]}
+    assert {r["lite_topic"]: r["consumer_offset"] for r in shown["lite_topics"]} == lagging
+
+    code, doc, err = cli("restoreOffset", "-n", ns, "--from", doc["backup"], "--yes", "--json")
+    assert code == 0, err
+    doc = _valid(doc)
+    assert {r["topic"]: r["new_offset"] for r in doc["queues"]} == {LMQ + n: c for n, (_, c) in LITES.items()}
+    assert _broker_truth(cluster) == before and _plain_offsets(cluster) == plain
+
+
+def test_a_lite_group_to_earliest_and_latest_and_its_checks(
+    lite: tuple[rb.RealCluster, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, _ = lite
+    monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / "home"))
+    ns = cluster.namesrv_addr
+    before = _broker_truth(cluster)
+    code, doc, err = cli("resetOffsetByTime", "-n", ns, "-t", PARENT, "-g", GROUP, "--to-latest", "--dry-run", "--json")
+    assert code == 0 and _valid(doc)["dry_run"] is True, err
+    assert {r["topic"]: r["new_offset"] for r in doc["queues"]} == {LMQ + n: s for n, (s, _) in LITES.items()}
+    assert _broker_truth(cluster) == before  # a dry run changes nothing
+    for flag, want in (
+        ("--to-latest", {n: s for n, (s, _) in LITES.items()}),
+        ("--to-earliest", dict.fromkeys(LITES, 0)),
+    ):
+        code, doc, err = cli("resetOffsetByTime", "-n", ns, "-t", PARENT, "-g", GROUP, flag, "--yes", "--json")
+        assert code == 0 and _valid(doc)["verified"] == sum(
+            r["old_offset"] != r["new_offset"] for r in doc["queues"]
+        ), err
+        assert {n: off for n, (_, off) in _broker_truth(cluster).items()} == want, flag
+    code, _, err = cli("resetOffsetByTime", "-n", ns, "-t", PLAIN_TOPIC, "-g", GROUP, "--to-latest", "--yes")
+    assert code == 2 and f"lite group of parent topic {PARENT!r}" in err and len(err.strip().splitlines()) == 1, err
+    code, doc, err = cli("restoreOffset", "-n", ns, "--from", _first_backup(tmp_path), "--yes", "--json")
+    assert code == 0, err
+    assert _broker_truth(cluster) == before
+
+
+def _first_backup(tmp_path: Path) -> str:
+    """The oldest backup under MQADMIN_HOME: the offsets before this test's first reset."""
+    found = sorted((tmp_path / "home").rglob("*.json"), key=lambda p: p.stat().st_mtime)
+    assert found, "no backup written"
+    return str(found[0])
+
+
+def _plain_offsets(cluster: rb.RealCluster) -> dict[MessageQueue, int | None]:
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+    try:
+        return {mq: admin.consumer_offset(PLAIN_GROUP, mq) for mq in admin.topic_route(PLAIN_TOPIC).message_queues()}
+    finally:
+        admin.close()
