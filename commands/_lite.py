@@ -236,8 +236,9 @@ def lmq_offset(msg: Message, lmq: str) -> int | None:
 
 def route_topic(topic: str) -> str:
     """The topic whose route serves ``topic``: an LMQ (``%LMQ%$parent$lite``) has no route of
-    its own, it lives on the brokers of its parent."""
-    return topic[len(LMQ_PREFIX) :].rsplit("$", 1)[0] if topic.startswith(LMQ_PREFIX) else topic
+    its own, it lives on the brokers of its parent (a topic name has no ``$``; a lite topic's
+    may, so the parent ends at the first one)."""
+    return topic[len(LMQ_PREFIX) :].split("$", 1)[0] if topic.startswith(LMQ_PREFIX) else topic
 
 
 def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
@@ -266,7 +267,7 @@ def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> di
 
 def lite_topic_of(mq: MessageQueue) -> str | None:
     """``lite`` of a ``%LMQ%$parent$lite`` queue (None for any other queue)."""
-    return mq.topic.rsplit("$", 1)[-1] if is_lite_queue(mq) else None
+    return mq.topic[len(LMQ_PREFIX) :].split("$", 1)[-1] if is_lite_queue(mq) else None
 
 
 class LiteGroupUnsupported(errors.UsageError):

@@ -277,6 +277,17 @@ def test_a_lite_group_to_earliest_and_latest_and_its_checks(
             r["old_offset"] != r["new_offset"] for r in doc["queues"]
         ), err
         assert {n: off for n, (_, off) in _broker_truth(cluster).items()} == want, flag
+    # a broker with useServerSideResetOffset=false (nobody online): direct offset updates of the LMQs
+    addr = cluster.broker_addrs[0]
+    rb.update_broker_config(addr, {"useServerSideResetOffset": False})
+    try:
+        code, doc, err = cli(
+            "resetOffsetByTime", "-n", ns, "-t", PARENT, "-g", GROUP, "--shift-by", "1", "--yes", "--json"
+        )
+        assert code == 0 and _valid(doc)["method_code"] == {"broker-a": "direct"}, err
+        assert {n: off for n, (_, off) in _broker_truth(cluster).items()} == dict.fromkeys(LITES, 1)
+    finally:
+        rb.update_broker_config(addr, {"useServerSideResetOffset": True})
     code, _, err = cli("resetOffsetByTime", "-n", ns, "-t", PLAIN_TOPIC, "-g", GROUP, "--to-latest", "--yes")
     assert code == 2 and f"lite group of parent topic {PARENT!r}" in err and len(err.strip().splitlines()) == 1, err
     code, doc, err = cli("restoreOffset", "-n", ns, "--from", _first_backup(tmp_path), "--yes", "--json")
