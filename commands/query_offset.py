@@ -222,7 +222,7 @@ class QueryOffsetCommand(SubCommand):
                 except LiteGroupUnsupported:
                     # a 5.5 lite group: its lite topics' queues (%LMQ%$parent$lite) instead of the parent's
                     lite = lite_offsets(admin, group, topic) if group else None
-                    if lite is None:
+                    if lite is None or group is None:
                         raise
                     queues, consumer, is_lite = list(lite), {group: lite}, True
                 bounds = queue_bounds(admin, queues)
