@@ -389,9 +389,15 @@ def _current(admin: Admin, group: str, topics: list[str], broker: str | None, qu
         current = {mq: w.consumer_offset for t in topics for mq, w in group_offsets(admin, group, t).items()}
     except LiteGroupUnsupported:
         # a 5.5 lite group, -t its parent: the plan is its lite topics' queues (%LMQ%$parent$lite)
-        lite = lite_offsets(admin, group, topics[0]) if len(topics) == 1 and broker is None else None
+        lite = lite_offsets(admin, group, topics[0]) if len(topics) == 1 else None
         if lite is None:
             raise
+        if broker is not None:
+            raise LiteGroupUnsupported(
+                f"-b/-q pick a queue of topic {topics[0]}, but {group!r} is a lite group, whose queues are its lite "
+                f"topics': drop them (resetOffsetByTime -t {topics[0]} -g {group} plans every lite topic); "
+                "nothing was changed"
+            ) from None
         queues, current = list(lite), {mq: w.consumer_offset for mq, w in lite.items()}
     return current_rows(admin, queues, current)
 

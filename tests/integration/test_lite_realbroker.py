@@ -288,6 +288,8 @@ def test_a_lite_group_to_earliest_and_latest_and_its_checks(
         assert {n: off for n, (_, off) in _broker_truth(cluster).items()} == dict.fromkeys(LITES, 1)
     finally:
         rb.update_broker_config(addr, {"useServerSideResetOffset": True})
+    code, _, err = cli("resetOffsetByTime", "-n", ns, "-t", PARENT, "-g", GROUP, "-b", "broker-a", "-q", "0", "-o", "1")
+    assert code == 2 and "-b/-q pick a queue of topic" in err and len(err.strip().splitlines()) == 1, err
     code, _, err = cli("resetOffsetByTime", "-n", ns, "-t", PLAIN_TOPIC, "-g", GROUP, "--to-latest", "--yes")
     assert code == 2 and f"lite group of parent topic {PARENT!r}" in err and len(err.strip().splitlines()) == 1, err
     code, doc, err = cli("restoreOffset", "-n", ns, "--from", _first_backup(tmp_path), "--yes", "--json")
