@@ -9,6 +9,7 @@ what a person asks about (the Java tool's getLiteGroupInfo).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
@@ -22,7 +23,10 @@ from mqadmin.admin import Admin
 from mqadmin.context import Context
 from mqadmin.model import LiteGroupInfo, Message, MessageQueue, OffsetWrapper
 from mqadmin.output import ResultBase, Table
+from mqadmin.protocol import versions
 from mqadmin.timeparse import format_duration, format_zoned
+
+log = logging.getLogger(__name__)
 
 #: how RocketMQ names a lite topic's queue: %LMQ%$parent$lite
 LMQ_PREFIX = "%LMQ%$"
@@ -268,6 +272,40 @@ def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> di
 def lite_topic_of(mq: MessageQueue) -> str | None:
     """``lite`` of a ``%LMQ%$parent$lite`` queue (None for any other queue)."""
     return mq.topic[len(LMQ_PREFIX) :].split("$", 1)[-1] if is_lite_queue(mq) else None
+
+
+#: the first broker line with lite topics (RIP-83) and GET_LITE_GROUP_INFO
+LITE_SINCE = (5, 5)
+
+
+def unlisted_lite_groups(ctx: Context, listed: Iterable[str]) -> dict[str, tuple[int, int | None]]:
+    """Lite groups the all-groups view does not list (it finds groups by their %RETRY% topic, as
+    the Java tool does, and a lite group need not have one): name -> (the brokers' total lag over
+    its lite topics, age of its oldest unconsumed message: 0 caught up, None when the broker's
+    lag-time metrics have not gathered it (LiteConsumerLagCalculator)). Asked only
+    of a cluster with a 5.5+ broker: its subscription groups not listed, each GET_LITE_GROUP_INFO."""
+    admin = ctx.admin()
+    try:
+        if not any(versions.version_tuple(b.version) >= LITE_SINCE for b in admin.cluster_brokers()):
+            return {}
+        known = set(listed)
+        candidates = [g for g in admin.list_groups(subscribed=True) if g not in known]
+    except errors.MqadminError as exc:
+        # a broker that did not answer is named by the view already; an account that may not list
+        # subscription groups sees the view the Java tool shows
+        log.info("lite groups not looked for: %s", exc)
+        return {}
+    out: dict[str, tuple[int, int | None]] = {}
+    for group, answers in zip(
+        candidates, fan_out(lambda g: admin.lite_group_info(g, None, 1), candidates), strict=True
+    ):
+        infos = [a for a in answers.values() if isinstance(a, LiteGroupInfo)]
+        if not infos:
+            continue
+        lag = sum(max(i.total_lag, 0) for i in infos)
+        oldest = min((i.earliest_unconsumed_ms for i in infos if i.earliest_unconsumed_ms is not None), default=None)
+        out[group] = (lag, (max(ctx.now - oldest, 0) if oldest is not None else None) if lag else 0)
+    return out
 
 
 class LiteGroupUnsupported(errors.UsageError):
