@@ -129,8 +129,8 @@ class LiteGroupProgress(ResultBase):
         footer = [f"Consume Diff Total: {self.diff_total} (every lite topic of the group)", lag_line(self.lag_time_ms)]
         if self.top_k is not None:
             footer.append(
-                f"Shown: the top {self.top_k} lite topics by lag of each broker, of those with a committed "
-                "offset (--all: every one)"
+                f"Shown: the top {self.top_k} lite topics by lag of each broker (--all: every one that lags; the "
+                "broker lists none without lag, queryOffset -t PARENT -g GROUP shows each one)"
             )
         footer += [
             f"Missing: {b} did not answer ({e}); its lite topics are not shown"
