@@ -462,7 +462,9 @@ def require_masters(admin: Admin, rows: list[PlanRow]) -> None:
     overwrites it when the master is back (broker: ConsumerOffsetManager, synced to slaves by
     SlaveSynchronize). So a planned broker whose route lists no master (brokerId 0), or whose
     master does not answer one read now, refuses the whole change before anything is written."""
-    routes = {t: admin.topic_route(t) for t in sorted({q.topic for q in rows})}
+    from mqadmin.commands._lite import route_topic  # a lite topic's queue is on its parent's brokers
+
+    routes = {t: admin.topic_route(route_topic(t)) for t in sorted({q.topic for q in rows})}
     firsts: dict[str, PlanRow] = {}
     for q in rows:
         firsts.setdefault(q.broker, q)

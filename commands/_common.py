@@ -133,6 +133,10 @@ def store_time_at(admin: Admin, mq: MessageQueue, offset: int, group: str | None
         result = admin.pull(mq, offset, 1, group=group)
     except errors.TopicNotExist:
         return None
+    if mq.topic.startswith("%LMQ%"):  # a lite topic's queue: its messages carry their parent queue's offsets
+        from mqadmin.commands._lite import lmq_offset  # imports this module
+
+        return next((m.store_timestamp for m in result.messages if lmq_offset(m, mq.topic) == offset), None)
     for msg in result.messages:
         if msg.queue_offset == offset:
             return msg.store_timestamp

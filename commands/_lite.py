@@ -9,7 +9,8 @@ what a person asks about (the Java tool's getLiteGroupInfo).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
@@ -20,9 +21,12 @@ from mqadmin.commands._progress import lag_line, max_lag
 from mqadmin import errors
 from mqadmin.admin import Admin
 from mqadmin.context import Context
-from mqadmin.model import LiteGroupInfo, MessageQueue, OffsetWrapper
+from mqadmin.model import LiteGroupInfo, Message, MessageQueue, OffsetWrapper
 from mqadmin.output import ResultBase, Table
+from mqadmin.protocol import versions
 from mqadmin.timeparse import format_duration, format_zoned
+
+log = logging.getLogger(__name__)
 
 #: how RocketMQ names a lite topic's queue: %LMQ%$parent$lite
 LMQ_PREFIX = "%LMQ%$"
@@ -125,8 +129,8 @@ class LiteGroupProgress(ResultBase):
         footer = [f"Consume Diff Total: {self.diff_total} (every lite topic of the group)", lag_line(self.lag_time_ms)]
         if self.top_k is not None:
             footer.append(
-                f"Shown: the top {self.top_k} lite topics by lag of each broker, of those with a committed "
-                "offset (--all: every one)"
+                f"Shown: the top {self.top_k} lite topics by lag of each broker (--all: every one that lags; the "
+                "broker lists none without lag, queryOffset -t PARENT -g GROUP shows each one)"
             )
         footer += [
             f"Missing: {b} did not answer ({e}); its lite topics are not shown"
@@ -191,6 +195,119 @@ def _row(ctx: Context, group: str, broker: str, lite_topic: str) -> LiteRow | No
     return LiteRow(lite_topic, broker, w.broker_offset, w.consumer_offset, w.last_timestamp or None, lag_ms)
 
 
+def lite_parent(admin: Admin, group: str) -> str | None:
+    """The parent topic ``group`` is bound to, or None when no broker holds it as a lite group."""
+    answers = admin.lite_group_info(group, None, 1)
+    return next((a.parent_topic for a in answers.values() if isinstance(a, LiteGroupInfo)), None)
+
+
+def lite_offsets(admin: Admin, group: str, topic: str) -> dict[MessageQueue, OffsetWrapper] | None:
+    """A lite group's committed offsets, one per lite topic's LMQ (queue 0) on each broker, for
+    queryOffset -t <parent> -g <group>; None for any other group. The brokers answer an LMQ's
+    min/max offset, time search and committed offset by its name as for any queue (file store
+    with enableLmq: LmqTopicConfigManager), so the LMQs are read as queues. A lite topic without
+    a committed offset is not in the consume stats, as in consumerProgress."""
+    try:
+        rows = admin.consume_stats(group).offsets
+    except errors.TopicNotExist:
+        rows = {}
+    if rows and not any(is_lite_queue(mq) for mq in rows):
+        return None
+    parent = lite_parent(admin, group)
+    if parent is None:
+        return None
+    if topic != parent:
+        raise LiteGroupUnsupported(
+            f"{group!r} is a lite group of parent topic {parent!r}, not of {topic!r}: "
+            f"queryOffset -t {parent} -g {group} shows its lite topics"
+        )
+    prefix = lmq_name(parent, "")
+    return {mq: rows[mq] for mq in sorted(rows) if mq.topic.startswith(prefix)}
+
+
+def lmq_offset(msg: Message, lmq: str) -> int | None:
+    """A message's offset in the LMQ ``lmq``: a pull from an LMQ answers the message as stored,
+    with its parent queue's offset; the broker wrote the LMQs it was dispatched to and its offset
+    in each into two properties, in the same order (broker: MessageConst INNER_MULTI_DISPATCH,
+    INNER_MULTI_QUEUE_OFFSET)."""
+    queues = msg.properties.get("INNER_MULTI_DISPATCH", "").split(",")
+    offsets = msg.properties.get("INNER_MULTI_QUEUE_OFFSET", "").split(",")
+    if lmq not in queues or len(offsets) != len(queues):
+        return None
+    text = offsets[queues.index(lmq)]
+    return int(text) if text.isdigit() else None
+
+
+def route_topic(topic: str) -> str:
+    """The topic whose route serves ``topic``: an LMQ (``%LMQ%$parent$lite``) has no route of
+    its own, it lives on the brokers of its parent (a topic name has no ``$``; a lite topic's
+    may, so the parent ends at the first one)."""
+    return topic[len(LMQ_PREFIX) :].split("$", 1)[0] if topic.startswith(LMQ_PREFIX) else topic
+
+
+def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+    """restoreOffset of a lite group's backup: the group's offsets now on the backup's lite topic
+    queues (none named: {}); refused whole when the group is no lite group of their parent, or a
+    queue's broker no longer serves the parent."""
+    lmqs = [mq for mq in queues if is_lite_queue(mq)]
+    current: dict[MessageQueue, int] = {}
+    for parent in sorted({route_topic(mq.topic) for mq in lmqs}):
+        found = lite_offsets(admin, group, parent)
+        if found is None:
+            raise errors.UsageError(
+                f"the backup names lite topics of {parent!r}, but {group!r} is no lite group on {admin.address}; "
+                "nothing was changed"
+            )
+        brokers = {b.broker_name for b in admin.topic_route(parent).brokers}
+        gone = sorted({mq.broker_name for mq in lmqs if route_topic(mq.topic) == parent} - brokers)
+        if gone:
+            raise errors.UsageError(
+                f"backup names lite topics on {', '.join(gone)}, which no longer serve {parent!r} on "
+                f"{admin.address}; nothing was changed"
+            )
+        current |= {mq: w.consumer_offset for mq, w in found.items()}
+    return current
+
+
+def lite_topic_of(mq: MessageQueue) -> str | None:
+    """``lite`` of a ``%LMQ%$parent$lite`` queue (None for any other queue)."""
+    return mq.topic[len(LMQ_PREFIX) :].split("$", 1)[-1] if is_lite_queue(mq) else None
+
+
+#: the first broker line with lite topics (RIP-83) and GET_LITE_GROUP_INFO
+LITE_SINCE = (5, 5)
+
+
+def unlisted_lite_groups(ctx: Context, listed: Iterable[str]) -> dict[str, tuple[int, int | None]]:
+    """Lite groups the all-groups view does not list (it finds groups by their %RETRY% topic, as
+    the Java tool does, and a lite group need not have one): name -> (the brokers' total lag over
+    its lite topics, age of its oldest unconsumed message: 0 caught up, None when the broker's
+    lag-time metrics have not gathered it (LiteConsumerLagCalculator)). Asked only
+    of a cluster with a 5.5+ broker: its subscription groups not listed, each GET_LITE_GROUP_INFO."""
+    admin = ctx.admin()
+    try:
+        if not any(versions.version_tuple(b.version) >= LITE_SINCE for b in admin.cluster_brokers()):
+            return {}
+        known = set(listed)
+        candidates = [g for g in admin.list_groups(subscribed=True) if g not in known]
+    except errors.MqadminError as exc:
+        # a broker that did not answer is named by the view already; an account that may not list
+        # subscription groups sees the view the Java tool shows
+        log.info("lite groups not looked for: %s", exc)
+        return {}
+    out: dict[str, tuple[int, int | None]] = {}
+    for group, answers in zip(
+        candidates, fan_out(lambda g: admin.lite_group_info(g, None, 1), candidates), strict=True
+    ):
+        infos = [a for a in answers.values() if isinstance(a, LiteGroupInfo)]
+        if not infos:
+            continue
+        lag = sum(max(i.total_lag, 0) for i in infos)
+        oldest = min((i.earliest_unconsumed_ms for i in infos if i.earliest_unconsumed_ms is not None), default=None)
+        out[group] = (lag, (max(ctx.now - oldest, 0) if oldest is not None else None) if lag else 0)
+    return out
+
+
 class LiteGroupUnsupported(errors.UsageError):
     """A lite group given to a command that reads or moves ordinary per-queue offsets."""
 
@@ -202,10 +319,10 @@ def refuse_lite(admin: Admin, group: str, rows: Mapping[MessageQueue, object]) -
     consume-stats rows) are empty or hold a lite topic's queue."""
     if rows and not any(is_lite_queue(mq) for mq in rows):
         return
-    answers = admin.lite_group_info(group, None, 1)
-    infos = [a for a in answers.values() if isinstance(a, LiteGroupInfo)]
-    if infos:
+    parent = lite_parent(admin, group)
+    if parent is not None:
         raise LiteGroupUnsupported(
             f"lite groups (RocketMQ 5.5 lite topics) are not supported by this command yet: {group!r} is a lite "
-            f"group of parent topic {infos[0].parent_topic!r}; consumerProgress -g {group} shows its offsets"
+            f"group of parent topic {parent!r}; queryOffset -t {parent} -g {group} shows its offsets, "
+            f"resetOffsetByTime -t {parent} -g {group} moves them"
         )

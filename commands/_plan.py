@@ -260,8 +260,10 @@ class ResetResult(ResultBase):
 
     @property
     def multi_topic(self) -> bool:
-        """The plan spans several topics (-t A,B, --all-topics): rows name their topic."""
-        return len({q.topic for q in self.queues if q.topic}) > 1
+        """The plan spans several topics (-t A,B, --all-topics), or its rows are queues of other
+        topics than the one named (a lite group's lite topics of -t <parent>): rows name their topic."""
+        topics = {q.topic for q in self.queues if q.topic}
+        return len(topics) > 1 or bool(topics - {self.topic})
 
     def where(self, q: PlanRow) -> str:
         """A row's topic as a prefix, when the plan has several (else nothing)."""

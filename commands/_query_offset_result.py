@@ -32,6 +32,8 @@ class QueueOffsetRow:
     #: local offsets only: whose file the row is from, and the age of its oldest unconsumed message
     client: str | None = None
     lag_time_ms: int | None = None
+    #: a lite group's row: the lite topic whose queue (%LMQ%$parent$lite, queue 0) it is
+    lite_topic: str | None = None
 
 
 @dataclass
@@ -47,6 +49,8 @@ class QueryOffsetResult(ResultBase):
     engine: str = "local"
     #: brokers of the topic that did not answer (name -> why): the queues shown are the others'
     missing_brokers: dict[str, str] = field(default_factory=dict)
+    #: a 5.5 lite group: one row per lite topic it committed an offset for, ``topic`` its parent
+    lite: bool = False
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -57,6 +61,8 @@ class QueryOffsetResult(ResultBase):
             "engine": self.engine,
             "queues": [self._row_json(q) for q in self.queues],
         }
+        if self.lite:
+            doc["lite"] = True
         if self.local_files is not None:
             doc["local_store"] = [f.to_json() for f in self.local_files]
         if self.missing_brokers:
@@ -65,6 +71,8 @@ class QueryOffsetResult(ResultBase):
 
     def _row_json(self, q: QueueOffsetRow) -> dict[str, Any]:
         row: dict[str, Any] = {"client": q.client} if self.local_files is not None else {}
+        if q.lite_topic is not None:
+            row["lite_topic"] = q.lite_topic
         row |= {
             "broker": q.broker,
             "queue_id": q.queue_id,
@@ -86,7 +94,8 @@ class QueryOffsetResult(ResultBase):
 
     def columns(self) -> list[str]:
         local = self.local_files is not None
-        columns = (["Client"] if local else []) + ["Broker", "QID", "Min Offset", "Max Offset"]
+        columns = (["Client"] if local else []) + (["Lite Topic"] if self.lite else [])
+        columns += ["Broker", "QID", "Min Offset", "Max Offset"]
         if self.group:
             columns += ["Consumer Offset", "Lag"] + (["Lag Time"] if local else [])
         if self.timestamp is not None:
@@ -97,7 +106,8 @@ class QueryOffsetResult(ResultBase):
 
     def cells(self, q: QueueOffsetRow) -> list[Any]:
         local = self.local_files is not None
-        row: list[Any] = ([q.client] if local else []) + [q.broker, q.queue_id, q.min_offset, q.max_offset]
+        row: list[Any] = ([q.client] if local else []) + ([q.lite_topic] if self.lite else [])
+        row += [q.broker, q.queue_id, q.min_offset, q.max_offset]
         if self.group:
             row += [q.consumer_offset, q.lag]
             if local:
@@ -119,7 +129,9 @@ class QueryOffsetResult(ResultBase):
             footer.append(f"{f.client}: {f.path} (read {f.read_from})")
         for b, e in sorted(self.missing_brokers.items()):
             footer.append(f"Missing: {b} did not answer ({e}); its queues are not shown")
-        title = f"Topic {self.topic}" + (f", group {self.group}" if self.group else "")
+        if self.lite:
+            footer.append(f"Lite topics: those group {self.group} has committed an offset for")
+        title = f"Topic {self.topic}" + (f", {'lite ' if self.lite else ''}group {self.group}" if self.group else "")
         if local:
             title += " (local offsets)"
         return Table(self.columns(), [self.cells(q) for q in self.queues], title=title, footer=footer)

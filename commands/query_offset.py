@@ -17,6 +17,7 @@ from mqadmin.commands._common import (
     silent_brokers,
 )
 from mqadmin.commands._engine import Engine, EngineParams, Work, check_spark, choose_engine
+from mqadmin.commands._lite import LiteGroupUnsupported, lite_offsets, lite_topic_of
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._offset_search import Where, locate
 from mqadmin.commands._options import (
@@ -211,11 +212,19 @@ class QueryOffsetCommand(SubCommand):
         admin = ctx.admin()
         missing: dict[str, str] = {}
         bounds: list[tuple[int, int]] | None = None
+        is_lite = False
         if not bulk:
             topic, group = topics[0], groups[0] if groups else None
             queues = route_of(admin, topic).message_queues()
             try:
-                consumer = {group: group_offsets(admin, group, topic)} if group else {}
+                try:
+                    consumer = {group: group_offsets(admin, group, topic)} if group else {}
+                except LiteGroupUnsupported:
+                    # a 5.5 lite group: its lite topics' queues (%LMQ%$parent$lite) instead of the parent's
+                    lite = lite_offsets(admin, group, topic) if group else None
+                    if lite is None or group is None:
+                        raise
+                    queues, consumer, is_lite = list(lite), {group: lite}, True
                 bounds = queue_bounds(admin, queues)
             except errors.ConnectError as exc:
                 queues, consumer, bounds, missing = _live_brokers_only(admin, group, queues, exc)
@@ -241,6 +250,7 @@ class QueryOffsetCommand(SubCommand):
             for t, g in pairs
         ]
         if not bulk:
+            results[0].lite = is_lite
             return _missing(ctx, results[0], missing, params.partial)
         return BulkQueryOffsetResult(ts, str(time_field), run.name, results, ctx.tz)
 
@@ -258,10 +268,11 @@ class QueryOffsetCommand(SubCommand):
     ) -> QueryOffsetResult:
         rows = []
         for mq in queues:
-            if mq.topic != topic:
+            lite_topic = lite_topic_of(mq)
+            if mq.topic != topic and lite_topic is None:
                 continue
             w = where[mq]
-            r = QueueOffsetRow(mq.broker_name, mq.queue_id, w.min_offset, w.max_offset)
+            r = QueueOffsetRow(mq.broker_name, mq.queue_id, w.min_offset, w.max_offset, lite_topic=lite_topic)
             r.offset_at_time, r.store_time_at_offset, r.time_at_offset = w.offset, w.store_time, w.field_time
             wrapper = consumer.get(mq)
             if group and wrapper is not None and w.max_offset is not None:

@@ -14,6 +14,7 @@ from mqadmin.commands._common import (
     route_of,
 )
 from mqadmin.commands._landing import check_landing, require_offline
+from mqadmin.commands._lite import LiteGroupUnsupported, lite_offsets
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import (
     BACKUP,
@@ -384,7 +385,20 @@ def _topics(ctx: Context, params: ResetOffsetByTimeParams, group: str) -> list[s
 def _current(admin: Admin, group: str, topics: list[str], broker: str | None, queue: int | None) -> list[PlanRow]:
     """The selected queues of every topic with the group's offsets now (one plan for them all)."""
     queues = [mq for t in topics for mq in _select(route_of(admin, t), broker, queue)]
-    current = {mq: w.consumer_offset for t in topics for mq, w in group_offsets(admin, group, t).items()}
+    try:
+        current = {mq: w.consumer_offset for t in topics for mq, w in group_offsets(admin, group, t).items()}
+    except LiteGroupUnsupported:
+        # a 5.5 lite group, -t its parent: the plan is its lite topics' queues (%LMQ%$parent$lite)
+        lite = lite_offsets(admin, group, topics[0]) if len(topics) == 1 else None
+        if lite is None:
+            raise
+        if broker is not None:
+            raise LiteGroupUnsupported(
+                f"-b/-q pick a queue of topic {topics[0]}, but {group!r} is a lite group, whose queues are its lite "
+                f"topics': drop them (resetOffsetByTime -t {topics[0]} -g {group} plans every lite topic); "
+                "nothing was changed"
+            ) from None
+        queues, current = list(lite), {mq: w.consumer_offset for mq, w in lite.items()}
     return current_rows(admin, queues, current)
 
 

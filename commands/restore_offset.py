@@ -15,6 +15,7 @@ from mqadmin.commands._common import (
     refuse_offline_write,
     route_of,
 )
+from mqadmin.commands._lite import is_lite_queue, lite_current
 from mqadmin.commands._local_offsets import LocalOffsets
 from mqadmin.commands._options import BACKUP, DRY_RUN, GROUP, LOCAL_STORE, REASON, TOPIC, WHILE_RUNNING, YES
 from mqadmin.commands._plan import PlanRow, ResetResult
@@ -160,8 +161,8 @@ def _broker_rows(ctx: Context, admin: Admin, backup: OffsetBackup, clamp: bool) 
     wanted = {
         MessageQueue(o.get("topic") or backup.topic, o["broker"], o["queue_id"]): o["offset"] for o in backup.offsets
     }
-    current: dict[MessageQueue, int] = {}
-    for topic in sorted({mq.topic for mq in wanted}):  # a backup of several topics restores them together
+    current = lite_current(admin, backup.group, wanted)  # a 5.5 lite group's lite topics, by their parent
+    for topic in sorted({mq.topic for mq in wanted if not is_lite_queue(mq)}):  # several topics restore together
         known = set(route_of(admin, topic).message_queues())
         missing = sorted(mq for mq in wanted if mq.topic == topic and mq not in known)
         if missing:
