@@ -128,7 +128,7 @@ LEAST_GRANTS = {
 }
 
 
-@pytest.fixture(scope="module", params=rb.VERSIONS)
+@pytest.fixture(scope="module", params=rb.AUTH_VERSIONS)
 def acl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Acl]:
     version: str = request.param
     workdir = tmp_path_factory.mktemp(f"acl-{version}")

@@ -70,6 +70,15 @@ VERSIONS: tuple[str, ...] = ("4.9.7", "5.3.3")
 #: the versions the offset commands are held to (the newest line costs one broker set per module)
 OFFSET_VERSIONS: tuple[str, ...] = (*VERSIONS, "5.5.1")
 
+#: the versions the ACL tests run: 4.x plain ACL, 5.x authentication/authorization.  The 5.5
+#: line runs as 5.5.0: Central has no rocketmq-auth 5.5.1, and the 5.5.1 broker calls an
+#: ``AuthorizationEvaluator.evaluate`` that 5.5.0's lacks (NoSuchMethodError on every request
+#: once authorization is on), so a 5.5.1 broker built from Central cannot run the auth model.
+AUTH_VERSIONS: tuple[str, ...] = (*VERSIONS, "5.5.0")
+
+#: split releases whose mixed classpath breaks the 5.x auth model (see AUTH_VERSIONS)
+_NO_AUTH_RELEASES = frozenset(("5.5.1",))
+
 #: broker.conf variants people run on 5.x that change where offsets and metadata live
 BROKER_VARIANTS: dict[str, dict[str, object]] = {
     "file": {},
@@ -1047,6 +1056,8 @@ class RealCluster:
             raise ValueError("plain_acl is the 4.x ACL; use auth=True on 5.x")
         if auth and is_v4(version):
             raise ValueError("auth=True is the 5.x model; use plain_acl on 4.x")
+        if auth and version in _NO_AUTH_RELEASES:
+            raise ValueError(f"{version} from Maven Central cannot run auth=True (no matching rocketmq-auth)")
         self.version = version
         self.workdir = Path(workdir).resolve()
         self.cluster_name = cluster_name
@@ -1417,7 +1428,9 @@ class RealProxy:
         if cluster.credentials is not None or cluster.tls is not None or cluster.jvm_props:
             raise ValueError("the proxy harness fronts plain clusters only (no auth, no TLS)")
         self.cluster = cluster
-        self.version = cluster.version
+        # A split release's proxy is the filling release's own distribution (a 5.5.1 cluster runs
+        # the 5.5.0 proxy with its 5.5.0 jars, as its binary package ships them).
+        self.version = module_version(cluster.version, "rocketmq-proxy")
         self.workdir = Path(workdir or cluster.workdir / "proxy").resolve()
         self.grpc_port = 0
         self.remoting_port = 0
