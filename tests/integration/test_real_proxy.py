@@ -35,6 +35,8 @@ pytestmark = [pytest.mark.realbroker, pytest.mark.proxy, pytest.mark.integration
 
 #: cluster versions; the proxy is the one its release ships (rb.RealProxy)
 VERSIONS = ("5.3.3", "5.5.1")
+#: versions whose broker is the cluster shared with other modules
+SHARED_VERSIONS = ("5.5.1",)
 PER_BATCH = 8  # two per queue on a 4-queue topic
 WAIT_S = 60  # bound on every wait for deliveries
 
@@ -78,20 +80,29 @@ class Proxied:
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def proxied(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
+def proxied(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[Proxied]:
+    """The proxy in front of a one-broker cluster of its own, or on 5.5.1 of the shared cluster
+    (the proxy needs no broker setting; topics and groups here live on broker-a only)."""
     grpc_client.ensure_client()  # first, so a PyPI problem fails before any JVM starts
     version: str = request.param
     work = tmp_path_factory.mktemp(f"proxy-real-{version}")
-    cluster = rb.RealCluster(version, work / "rmq")
-    cluster.start()
-    proxy = rb.RealProxy(cluster)
+    own = version not in SHARED_VERSIONS
+    cluster = rb.RealCluster(version, work / "rmq") if own else shared_cluster(version)
+    if own:
+        cluster.start()
+    proxy = rb.RealProxy(cluster, work / "proxy")
     try:
         proxy.start()
         yield Proxied(cluster, proxy, work)
     finally:
         proxy.terminate()  # shuts down alongside the broker: saves 10-15 s
         try:
-            cluster.stop()
+            if own:
+                cluster.stop()
         finally:
             proxy.stop()
 
