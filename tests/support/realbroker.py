@@ -127,6 +127,8 @@ _MODULES = (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 START_TIMEOUT = 60.0
+#: the 5.5 proxy loads far more than a broker before it listens: ~50 s on a loaded two-core box
+PROXY_START_TIMEOUT = 120.0
 # A 5.3.3 broker spends 10-20 s in its shutdown hook here (service threads are joined one
 # after another, each waiting out its poll interval), so allow more than the usual 30 s.
 STOP_TIMEOUT = 45.0
@@ -1505,9 +1507,10 @@ class RealProxy:
             proc = _JavaProcess("proxy", cmd, self.workdir, self.workdir / "logs" / "proxy.log")
             self._proc = proc
             try:
-                proc.wait_for_line("rocketmq-proxy startup successfully", proc.started + START_TIMEOUT)
-                RealCluster._wait_tcp(proc, self.grpc_port, proc.started + START_TIMEOUT)
-                RealCluster._wait_tcp(proc, self.remoting_port, proc.started + START_TIMEOUT)
+                deadline = proc.started + PROXY_START_TIMEOUT
+                proc.wait_for_line("rocketmq-proxy startup successfully", deadline)
+                RealCluster._wait_tcp(proc, self.grpc_port, deadline)
+                RealCluster._wait_tcp(proc, self.remoting_port, deadline)
                 break
             except ProcessStartError as err:
                 proc.terminate()
