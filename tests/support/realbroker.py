@@ -1315,7 +1315,10 @@ class RealCluster:
         if has_slaves:
             conf["brokerRole"] = "ASYNC_MASTER" if node.broker_id == 0 else "SLAVE"
             conf["haListenPort"] = port + 1
-            if node.broker_id != 0:
+            if node.broker_id != 0 and is_v4(self.version):
+                # A 5.x slave given haMasterAddress never connects (its HA client keeps a null
+                # master, and the address from the name server is then ignored); left unset, it
+                # takes the master's HA address from its registration result, as 4.x can too.
                 master = next(n for n in self._nodes if n.index == node.index and n.broker_id == 0)
                 conf["haMasterAddress"] = f"127.0.0.1:{master.port + 1}"
         if self.plain_acl is not None:
