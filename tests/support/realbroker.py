@@ -24,6 +24,10 @@ Things learnt by running it (JDK 17, 2 cores):
   a "5.5.1" cluster therefore runs them with the 5.5.0 name server, tool and client (see
   :data:`SPLIT_RELEASES`).  A 5.5.1 broker may log boot success ~10 s before its first
   registration completes; readiness waits for its "registration completed" line.
+* That 5.5.1 broker cannot run the 5.x auth model (no rocketmq-auth 5.5.1 on Central; see
+  :data:`AUTH_VERSIONS`); its proxy is the 5.5.0 release's (:class:`RealProxy`).
+* A 5.x slave given ``haMasterAddress`` never connects to its master; left unset it takes the
+  address from its name-server registration.  It serves no pulls unless ``slaveReadEnable``.
 
 Environment overrides:
 
