@@ -38,6 +38,23 @@ TOOLS_PRODUCER_GROUP: Final = "MQADMIN_TOOLS_PRODUCER"
 SEND_ROUTE_TTL_S: Final = 30.0
 
 
+#: what a broker's request dispatcher answers (SYSTEM_BUSY) when a processor rejects the request
+_REJECTED = "[REJECTREQUEST]"
+
+
+def _pull_refusal(reply: RemotingCommand) -> str:
+    """The remark of a failed pull, said plainly where the broker's is misleading: a 5.x slave
+    rejects every pull unless ``slaveReadEnable=true`` (PullMessageProcessor.rejectRequest),
+    answering "system busy, start flow control" although it is idle (4.x slaves serve them)."""
+    remark = reply.remark or ""
+    if reply.code == ResponseCode.SYSTEM_BUSY and remark.startswith(_REJECTED):
+        return (
+            f"{_REJECTED} this is a slave that serves no messages (5.x slaves need slaveReadEnable=true); "
+            "messages can be read again once its master is back"
+        )
+    return remark
+
+
 class MessageSession(BrokerSession):
     """The message calls of the admin facade, over a :class:`BrokerSession`."""
 
@@ -84,7 +101,7 @@ class MessageSession(BrokerSession):
             raise
         status = replies.pull_status(reply)
         if status is None:
-            raise errors.BrokerError.for_code(reply.code, reply.remark or "", addr)
+            raise errors.BrokerError.for_code(reply.code, _pull_refusal(reply), addr)
         records: list[bytes | memoryview] = []
         if reply.code == ResponseCode.SUCCESS and reply.body:
             records.append(reply.body)

@@ -1,6 +1,7 @@
-"""Every command on real ACL brokers: 4.9.7 with plain ACL, 5.3.3 with its auth model.
+"""Every command on real ACL brokers: 4.9.7 with plain ACL, 5.3.3 and 5.5.0 with the 5.x auth model
+(5.5.0 stands for the 5.5 line: see ``rb.AUTH_VERSIONS`` for why not 5.5.1).
 
-One cluster per generation for the module (``acl`` marker): an admin account, and a
+One cluster per version for the module (``acl`` marker): an admin account, and a
 least-privilege one that has only what a consumer of the group has (4.9: ``G=SUB``,
 ``T=PUB|SUB``; 5.3: ``Group:G Sub,Get,Update``, ``Topic:T Pub,Sub,Get,Update``). What each
 identity can do is asserted as measured; the README's permission table says the same.
@@ -128,7 +129,7 @@ LEAST_GRANTS = {
 }
 
 
-@pytest.fixture(scope="module", params=rb.VERSIONS)
+@pytest.fixture(scope="module", params=rb.AUTH_VERSIONS)
 def acl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Acl]:
     version: str = request.param
     workdir = tmp_path_factory.mktemp(f"acl-{version}")

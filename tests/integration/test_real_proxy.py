@@ -1,4 +1,5 @@
-"""RocketMQ 5 clients through a real rocketmq-proxy 5.3.3 (cluster mode) beside a 5.3.3 broker.
+"""RocketMQ 5 clients through a real rocketmq-proxy (cluster mode) beside a broker of its line:
+a 5.3.3 proxy and broker, and the 5.5.0 proxy beside a 5.5.1 broker (Central has no 5.5.1 proxy).
 
 The clients are ``rocketmq-python-client`` peers (gRPC); the SimpleConsumer consumes by POP.
 What a POP group looks like to the broker, and so to mqadmin:
@@ -32,7 +33,10 @@ from tests.support import realbroker as rb
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.proxy, pytest.mark.integration]
 
-VERSION = "5.3.3"
+#: cluster versions; the proxy is the one its release ships (rb.RealProxy)
+VERSIONS = ("5.3.3", "5.5.1")
+#: versions whose broker is the cluster shared with other modules
+SHARED_VERSIONS = ("5.5.1",)
 PER_BATCH = 8  # two per queue on a 4-queue topic
 WAIT_S = 60  # bound on every wait for deliveries
 
@@ -75,20 +79,30 @@ class Proxied:
         return out
 
 
-@pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
+@pytest.fixture(scope="module", params=VERSIONS)
+def proxied(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[Proxied]:
+    """The proxy in front of a one-broker cluster of its own, or on 5.5.1 of the shared cluster
+    (the proxy needs no broker setting; topics and groups here live on broker-a only)."""
     grpc_client.ensure_client()  # first, so a PyPI problem fails before any JVM starts
-    work = tmp_path_factory.mktemp("proxy-real")
-    cluster = rb.RealCluster(VERSION, work / "rmq")
-    cluster.start()
-    proxy = rb.RealProxy(cluster)
+    version: str = request.param
+    work = tmp_path_factory.mktemp(f"proxy-real-{version}")
+    own = version not in SHARED_VERSIONS
+    cluster = rb.RealCluster(version, work / "rmq") if own else shared_cluster(version)
+    if own:
+        cluster.start()
+    proxy = rb.RealProxy(cluster, work / "proxy")
     try:
         proxy.start()
         yield Proxied(cluster, proxy, work)
     finally:
         proxy.terminate()  # shuts down alongside the broker: saves 10-15 s
         try:
-            cluster.stop()
+            if own:
+                cluster.stop()
         finally:
             proxy.stop()
 

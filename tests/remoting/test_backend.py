@@ -758,6 +758,21 @@ def test_pull_status(cluster: Cluster, code: int, remark: str | None, status: st
     assert (result.status, result.next_begin_offset, result.messages) == (status, 12, [])
 
 
+def test_pull_rejected_by_a_slave_says_why(cluster: Cluster) -> None:
+    """A 5.x slave (slaveReadEnable=false, the default) rejects every pull as "system busy";
+    the error says what it is instead. Other refusals keep the broker's words."""
+    busy = "[REJECTREQUEST]system busy, start flow control for a while"
+    cluster.a.on(RequestCode.PULL_MESSAGE, fail(ResponseCode.SYSTEM_BUSY, busy))
+    with pytest.raises(errors.BrokerError) as info:
+        cluster.admin.pull(MQ_A0, 0)
+    assert info.value.code == ResponseCode.SYSTEM_BUSY and info.value.addr == cluster.a.addr
+    assert "slave that serves no messages (5.x slaves need slaveReadEnable=true)" in str(info.value)
+    assert "flow control" not in str(info.value)
+    cluster.a.on(RequestCode.PULL_MESSAGE, fail(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy"))
+    with pytest.raises(errors.BrokerError, match=r"\[PC_SYNCHRONIZED\]broker busy"):
+        cluster.admin.pull(MQ_A0, 0)
+
+
 def test_pull_error_codes_raise(cluster: Cluster) -> None:
     cluster.a.on(RequestCode.PULL_MESSAGE, fail(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "no group"))
     with pytest.raises(errors.SubscriptionGroupNotExist):

@@ -24,6 +24,10 @@ Things learnt by running it (JDK 17, 2 cores):
   a "5.5.1" cluster therefore runs them with the 5.5.0 name server, tool and client (see
   :data:`SPLIT_RELEASES`).  A 5.5.1 broker may log boot success ~10 s before its first
   registration completes; readiness waits for its "registration completed" line.
+* That 5.5.1 broker cannot run the 5.x auth model (no rocketmq-auth 5.5.1 on Central; see
+  :data:`AUTH_VERSIONS`); its proxy is the 5.5.0 release's (:class:`RealProxy`).
+* A 5.x slave given ``haMasterAddress`` never connects to its master; left unset it takes the
+  address from its name-server registration.  It serves no pulls unless ``slaveReadEnable``.
 
 Environment overrides:
 
@@ -69,6 +73,15 @@ VERSIONS: tuple[str, ...] = ("4.9.7", "5.3.3")
 
 #: the versions the offset commands are held to (the newest line costs one broker set per module)
 OFFSET_VERSIONS: tuple[str, ...] = (*VERSIONS, "5.5.1")
+
+#: the versions the ACL tests run: 4.x plain ACL, 5.x authentication/authorization.  The 5.5
+#: line runs as 5.5.0: Central has no rocketmq-auth 5.5.1, and the 5.5.1 broker calls an
+#: ``AuthorizationEvaluator.evaluate`` that 5.5.0's lacks (NoSuchMethodError on every request
+#: once authorization is on), so a 5.5.1 broker built from Central cannot run the auth model.
+AUTH_VERSIONS: tuple[str, ...] = (*VERSIONS, "5.5.0")
+
+#: split releases whose mixed classpath breaks the 5.x auth model (see AUTH_VERSIONS)
+_NO_AUTH_RELEASES = frozenset(("5.5.1",))
 
 #: broker.conf variants people run on 5.x that change where offsets and metadata live
 BROKER_VARIANTS: dict[str, dict[str, object]] = {
@@ -118,6 +131,8 @@ _MODULES = (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 START_TIMEOUT = 60.0
+#: the 5.5 proxy loads far more than a broker before it listens: ~50 s on a loaded two-core box
+PROXY_START_TIMEOUT = 120.0
 # A 5.3.3 broker spends 10-20 s in its shutdown hook here (service threads are joined one
 # after another, each waiting out its poll interval), so allow more than the usual 30 s.
 STOP_TIMEOUT = 45.0
@@ -1047,6 +1062,8 @@ class RealCluster:
             raise ValueError("plain_acl is the 4.x ACL; use auth=True on 5.x")
         if auth and is_v4(version):
             raise ValueError("auth=True is the 5.x model; use plain_acl on 4.x")
+        if auth and version in _NO_AUTH_RELEASES:
+            raise ValueError(f"{version} from Maven Central cannot run auth=True (no matching rocketmq-auth)")
         self.version = version
         self.workdir = Path(workdir).resolve()
         self.cluster_name = cluster_name
@@ -1302,7 +1319,10 @@ class RealCluster:
         if has_slaves:
             conf["brokerRole"] = "ASYNC_MASTER" if node.broker_id == 0 else "SLAVE"
             conf["haListenPort"] = port + 1
-            if node.broker_id != 0:
+            if node.broker_id != 0 and is_v4(self.version):
+                # A 5.x slave given haMasterAddress never connects (its HA client keeps a null
+                # master, and the address from the name server is then ignored); left unset, it
+                # takes the master's HA address from its registration result, as 4.x can too.
                 master = next(n for n in self._nodes if n.index == node.index and n.broker_id == 0)
                 conf["haMasterAddress"] = f"127.0.0.1:{master.port + 1}"
         if self.plain_acl is not None:
@@ -1417,7 +1437,9 @@ class RealProxy:
         if cluster.credentials is not None or cluster.tls is not None or cluster.jvm_props:
             raise ValueError("the proxy harness fronts plain clusters only (no auth, no TLS)")
         self.cluster = cluster
-        self.version = cluster.version
+        # A split release's proxy is the filling release's own distribution (a 5.5.1 cluster runs
+        # the 5.5.0 proxy with its 5.5.0 jars, as its binary package ships them).
+        self.version = module_version(cluster.version, "rocketmq-proxy")
         self.workdir = Path(workdir or cluster.workdir / "proxy").resolve()
         self.grpc_port = 0
         self.remoting_port = 0
@@ -1492,9 +1514,10 @@ class RealProxy:
             proc = _JavaProcess("proxy", cmd, self.workdir, self.workdir / "logs" / "proxy.log")
             self._proc = proc
             try:
-                proc.wait_for_line("rocketmq-proxy startup successfully", proc.started + START_TIMEOUT)
-                RealCluster._wait_tcp(proc, self.grpc_port, proc.started + START_TIMEOUT)
-                RealCluster._wait_tcp(proc, self.remoting_port, proc.started + START_TIMEOUT)
+                deadline = proc.started + PROXY_START_TIMEOUT
+                proc.wait_for_line("rocketmq-proxy startup successfully", deadline)
+                RealCluster._wait_tcp(proc, self.grpc_port, deadline)
+                RealCluster._wait_tcp(proc, self.remoting_port, deadline)
                 break
             except ProcessStartError as err:
                 proc.terminate()

@@ -94,3 +94,13 @@ def test_proxy_refuses_clusters_it_cannot_front(tmp_path: Path) -> None:
         rb.RealProxy(rb.RealCluster("4.9.7", tmp_path / "a"))
     with pytest.raises(ValueError, match="plain clusters only"):
         rb.RealProxy(rb.RealCluster("5.3.3", tmp_path / "b", credentials=("admin", "secret"), auth=True))
+
+
+def test_split_release_auth_and_proxy(tmp_path: Path) -> None:
+    """A 5.5.1 cluster from Central cannot run the auth model (no rocketmq-auth 5.5.1); its
+    proxy is the 5.5.0 release's."""
+    with pytest.raises(ValueError, match="no matching rocketmq-auth"):
+        rb.RealCluster("5.5.1", tmp_path / "a", credentials=("admin", "secret"), auth=True)
+    assert "5.5.1" not in rb.AUTH_VERSIONS and "5.5.0" in rb.AUTH_VERSIONS
+    assert rb.RealProxy(rb.RealCluster("5.5.1", tmp_path / "b")).version == "5.5.0"
+    assert rb.RealProxy(rb.RealCluster("5.3.3", tmp_path / "c")).version == "5.3.3"
