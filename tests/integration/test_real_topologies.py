@@ -100,9 +100,9 @@ class MasterSlave:
     before: dict  # type: ignore[type-arg]  # consumerProgress -g JSON with the master up
 
 
-#: 5.5.1 as well with MQADMIN_RMQ_SLOW_TOPOLOGIES=1: its master + slave costs ~3 min on two cores,
+#: 5.5.1 as well with MQADMIN_RMQ_EXTRA_VERSIONS=1: its master + slave costs ~3 min on two cores,
 #: more than the suite can spend (a 5.x slave serves no messages: see the reads test)
-MS_VERSIONS = (VERSION, "5.5.1") if os.environ.get("MQADMIN_RMQ_SLOW_TOPOLOGIES") else (VERSION,)
+MS_VERSIONS = (VERSION, "5.5.1") if rb.EXTRA_VERSIONS else (VERSION,)
 
 
 @pytest.fixture(scope="module", params=MS_VERSIONS)
