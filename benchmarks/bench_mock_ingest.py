@@ -9,7 +9,10 @@ costs the client little CPU. Each run serves a fresh store in its own process; w
 the mock server of that git revision, interleaved, and the ratio is printed. ``--real 5.5.1``
 also runs it against a real broker of that version (Java 17+, from Maven Central like the
 suite's; its default flushDiskType=ASYNC_FLUSH), once per round, and prints the mock's rate as a
-share of the broker's. ``--batch 1`` sends one SEND_MESSAGE_V2 per message instead.
+share of the broker's. ``--batch 1`` sends one SEND_MESSAGE_V2 per message instead. ``--java``
+sends with the official Java client instead (``benchmarks/java-replayer``'s JavaBatchProducer: one
+DefaultMQProducer, the same threads, batches and sizes, built with Maven against the client of
+``--real``'s version, default 5.5.1), timed inside the JVM from its first send.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ cluster = MockCluster.create(Path(sys.argv[1]), ("broker-a",))
 cluster.create_topic(sys.argv[2], int(sys.argv[3]))
 server = MockServer(cluster, namesrv_port=0, broker_ports=[0])
 server.start()
-print(json.dumps(server.broker_addrs["broker-a"]), flush=True)
+print(json.dumps([server.broker_addrs["broker-a"], server.namesrv_addr]), flush=True)
 sys.stdin.read()
 server.stop()
 cluster.close()
@@ -164,7 +167,43 @@ def produce(addr: str, pids: list[int], messages: int, threads: int, batch: int,
     return sent / elapsed, cpu / sent * 1e6
 
 
-def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> tuple[float, float]:
+def produce_java(
+    java: list[str], namesrv: str, pids: list[int], messages: int, threads: int, batch: int, size: int
+) -> tuple[float, float]:
+    """``produce`` with the Java batch producer (``java``: its command up to the main class)."""
+    cpu = cpu_seconds(pids)
+    cmd = [*java, namesrv, TOPIC, str(messages), str(threads), str(batch), str(size)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    cpu = cpu_seconds(pids) - cpu  # the JVM's start-up sends nothing: the server idles through it
+    if proc.returncode != 0:
+        raise SystemExit(f"the Java producer failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return got["sent"] / got["seconds"], cpu / got["sent"] * 1e6
+
+
+def java_producer(version: str, workdir: Path) -> list[str]:
+    """The command that runs JavaBatchProducer on ``version``'s client jars (built with Maven)."""
+    from bench_replay_vs_java import build_replayer
+
+    from tests.support import realbroker as rb
+
+    # the client's own release: a 5.5.0 client on 5.5.1's remoting jar (the broker's lib dir of
+    # a split release) opens a connection to the name server and never sends on it
+    lib = rb.ensure_dist(rb.module_version(version, "rocketmq-client"))
+    classes = build_replayer(version, lib)
+    return [
+        rb.java_binary(),
+        f"-Duser.home={workdir / 'java-home'}",
+        f"-Drocketmq.client.logRoot={workdir / 'java-logs'}",
+        "-cp",
+        f"{classes}{os.pathsep}{lib / '*'}",
+        "bench.JavaBatchProducer",
+    ]
+
+
+def run_once(
+    tree: Path, messages: int, threads: int, batch: int, size: int, java: list[str] | None = None
+) -> tuple[float, float]:
     """msg/s of one producer run against a fresh store served from the source ``tree``, and
     the server's CPU µs per message."""
     store = Path(tempfile.mkdtemp(prefix="mqadmin-ingest-")) / "store"
@@ -178,7 +217,10 @@ def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> 
     )
     try:
         assert proc.stdout is not None
-        return produce(json.loads(proc.stdout.readline()), [proc.pid], messages, threads, batch, size)
+        addr, namesrv = json.loads(proc.stdout.readline())
+        if java is not None:
+            return produce_java(java, namesrv, [proc.pid], messages, threads, batch, size)
+        return produce(addr, [proc.pid], messages, threads, batch, size)
     finally:
         if proc.stdin:
             proc.stdin.close()
@@ -187,8 +229,8 @@ def run_once(tree: Path, messages: int, threads: int, batch: int, size: int) -> 
 
 
 @contextlib.contextmanager
-def real_broker(version: str) -> Iterator[tuple[str, list[int]]]:
-    """A one-broker real cluster with the topic: (broker address, its JVMs' pids)."""
+def real_broker(version: str) -> Iterator[tuple[str, str, list[int]]]:
+    """A one-broker real cluster with the topic: (broker address, name server, its JVMs' pids)."""
     from tests.support import realbroker as rb
 
     with tempfile.TemporaryDirectory(prefix="mqadmin-ingest-real-") as tmp, rb.RealCluster(version, tmp) as cluster:
@@ -206,7 +248,7 @@ def real_broker(version: str) -> Iterator[tuple[str, list[int]]]:
         head, _ = rb.remoting_call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {k: str(v) for k, v in ext.items()})
         if head.get("code") != 0:
             raise SystemExit(f"cannot create {TOPIC} on the real broker: {head}")
-        yield addr, java_children()
+        yield addr, cluster.namesrv_addr, java_children()
 
 
 def java_children() -> list[int]:
@@ -240,7 +282,13 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="git revision to compare with (default: merge base with main)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--real", metavar="VERSION", help="also a real broker of this version, e.g. 5.5.1")
+    parser.add_argument("--java", action="store_true", help="send with the official Java client's batch producer")
     args = parser.parse_args()
+    java = (
+        java_producer(args.real or "5.5.1", Path(tempfile.mkdtemp(prefix="mqadmin-ingest-java-")))
+        if args.java
+        else None
+    )
     trees = {"now": REPO}
     if not args.no_baseline:
         rev = args.baseline
@@ -257,14 +305,18 @@ def main() -> None:
             rates[f"real {args.real}"], cpus[f"real {args.real}"] = [], []
         for _ in range(args.repeat):
             for name, tree in trees.items():
-                rate, cpu = run_once(tree, args.messages, args.threads, args.batch, args.size)
+                rate, cpu = run_once(tree, args.messages, args.threads, args.batch, args.size, java)
                 rates[name].append(rate)
                 cpus[name].append(cpu)
             if real is not None:
-                rate, cpu = produce(real[0], real[1], args.messages, args.threads, args.batch, args.size)
+                if java is not None:
+                    rate, cpu = produce_java(java, real[1], real[2], args.messages, args.threads, args.batch, args.size)
+                else:
+                    rate, cpu = produce(real[0], real[2], args.messages, args.threads, args.batch, args.size)
                 rates[f"real {args.real}"].append(rate)
                 cpus[f"real {args.real}"].append(cpu)
     what = f"{args.threads} threads × {args.batch} × {args.size} B" if args.batch > 1 else "SEND_MESSAGE_V2"
+    what += ", the Java client's producer" if java else ", a raw-socket producer"
     print(f"mock ingest, {args.messages} messages, {what}, medians of {args.repeat}")
     now = statistics.median(rates["now"])
     for name, values in rates.items():
