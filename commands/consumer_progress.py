@@ -273,8 +273,9 @@ class ConsumerProgressCommand(SubCommand):
         Opt(
             "all_lite",
             ("--all",),
-            "A lite group (RocketMQ 5.5 lite topics): every lite topic with a committed offset, not only the top "
-            f"{TOP_K} by lag of each broker as the Java tool's getLiteGroupInfo shows (mqadmin extension)",
+            "A lite group (RocketMQ 5.5 lite topics): every lite topic with a lag, not only the top "
+            f"{TOP_K} by lag of each broker as the Java tool's getLiteGroupInfo shows (the broker lists no lite "
+            "topic without lag; mqadmin extension)",
             kind=bool,
             default=False,
         ),
