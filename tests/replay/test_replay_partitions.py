@@ -171,7 +171,7 @@ def test_existing_folder_needs_overwrite(door: str, tmp_path: Path, cli: Run) ->
     [
         (("--to", "stdout"), "--partition-by writes a folder"),
         (("--to", "topic:P"), "--partition-by writes a folder"),
-        (("--to", "jsonl:x", "--engine", "spark"), "local engine only"),
+        (("--to", "jsonl:s3a://bucket/x", "--engine", "spark"), "local (or mounted) folder"),
     ],
 )
 def test_partition_by_needs_a_local_file_output(door: str, cli_proc: Run, extra: tuple[str, ...], message: str) -> None:
