@@ -711,7 +711,7 @@ def _settle_leftovers(
     """An unfinished file replay always makes progress: an output an earlier run published but
     did not record is recorded as finished (True); an unfinished output that is gone means
     starting over, which --overwrite asks for (None: plan afresh); anything else resumes."""
-    if folder and checkpoint.engine == "spark" and checkpoint.done:
+    if folder and checkpoint.engine == "spark" and checkpoint.written:
         from mqadmin.replay.folder import parts_of
 
         if not parts_of(Path(target.value)).is_dir():  # the earlier waves' files are gone

@@ -182,6 +182,7 @@ def publish_written(path: Path, base: dict[str, Any], expected: int) -> dict[str
             f"{parts} holds {sum(files.values())} message(s) but the replay wrote {expected}: not sealed; "
             "run again with --overwrite"
         )
+    parts.mkdir(exist_ok=True)  # a replay that wrote nothing leaves no folder to seal
     doc = manifest(parts, files, base)
     seal(parts, doc)
     put_in_place(parts, path)

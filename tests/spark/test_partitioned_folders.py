@@ -118,6 +118,18 @@ def test_spark_writes_the_local_engines_folder(
                 assert hours == {path.parent.name}
 
 
+def test_a_window_with_nothing_to_write_is_an_empty_sealed_folder(
+    spark: Any, store: str, tmp_path: Path, cli: Run
+) -> None:
+    local, remote = tmp_path / "local", tmp_path / "spark"
+    args = (*window(store, "broker")[:-3], "--tag", "none-such")  # without --tag sms --dedup
+    assert cli(*args, "--to", f"parquet:{local}", "--engine", "local").code == 0
+    r = cli(*args, "--to", f"parquet:{remote}", "--engine", "spark", "--json")
+    assert r.code == 0, r.stderr
+    assert listing(remote) == listing(local) and set(listing(remote)) == {"_MANIFEST.json", "_SUCCESS"}
+    assert json.loads(r.stdout)["written"] == 0 == listing(remote)["_MANIFEST.json"]["total"]
+
+
 def _utc_hour(ms: int) -> str:
     import time
 
