@@ -64,9 +64,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"mock://{root}"
 
 
-def window(store: str, by: str) -> tuple[str, ...]:
+def window(store: str, by: str, slice_size: int = 25) -> tuple[str, ...]:
     args = ["rangeReplay", "-n", store, "-t", "P", "-b", str(T0 + 7 * STEP), "-e", str(T0 + 390 * STEP)]
-    args += ["--slice-size", "25", "--partition-by", by, "--tag", "sms", "--dedup"]
+    args += ["--slice-size", str(slice_size), "--partition-by", by, "--tag", "sms", "--dedup"]
     if by == "hour":  # bucketed by born time on both engines
         args += ["--time-field", "born", "--slack", "15m"]
     return tuple(args)
@@ -141,7 +141,7 @@ def test_killed_spark_run_resumes_to_the_same_folder(spark: Any, store: str, tmp
     is presented as complete (no PATH, no _SUCCESS, no manifest); the resumed run rewrites the
     unrecorded slices' files under the same names, so the folder is the local engine's."""
     clean, out, cp = tmp_path / "clean", tmp_path / "out", tmp_path / "cp"
-    args = window(store, "hour")
+    args = window(store, "hour", slice_size=50)  # 12 slices: 3 waves of 4 on local[1]
     assert cli(*args, "--to", f"jsonl:{clean}", "--engine", "local").code == 0
     run = (*args, "--to", f"jsonl:{out}", "--engine", "spark", "--checkpoint", str(cp))
     cmd = [sys.executable, "-m", "mqadmin", *run, "--spark-master", "local[1]"]
