@@ -121,11 +121,6 @@ class RangeReplayParams(EngineParams):
             ),
             (self.max_inflight is not None, "--max-inflight runs on the local engine only (--engine local or auto)"),
             (self.workers is not None, "--workers runs on the local engine only (--engine local or auto)"),
-            (
-                self.partition_by not in (None, "queue"),
-                f"--partition-by {self.partition_by} runs on the local engine only "
-                "(the Spark engine writes broker=/queue_id= folders: --partition-by queue)",
-            ),
         )
         for given, why in local_only:
             if given:
@@ -142,6 +137,8 @@ class RangeReplayParams(EngineParams):
             )
         if self.partition_by is not None and not target.is_file:
             raise errors.UsageError("--partition-by writes a folder: use it with --to jsonl:PATH or parquet:PATH")
+        if self.partition_by is not None and target.is_remote_path:
+            raise errors.UsageError(f"--partition-by writes a local (or mounted) folder, not {target.value}")
 
     @cached_property
     def field(self) -> TimeField:
@@ -278,9 +275,10 @@ class RangeReplayCommand(SubCommand):
         Opt(
             "partition_by",
             ("--partition-by",),
-            "Write a folder of Hive-style partitions (hour=YYYY-MM-DDTHH of the store time in UTC, "
-            "broker=NAME, or broker=NAME/queue_id=N as the Spark engine writes), sealed by _MANIFEST.json "
-            "(counts, window, filters, sha256 per file) and _SUCCESS (local engine; mqadmin extension)",
+            "Write a folder of Hive-style partitions: hour=YYYY-MM-DDTHH (UTC hour of the window's time "
+            "field: the store time, or the born time or property with --time-field), broker=NAME, or "
+            "broker=NAME/queue_id=N; sealed by _MANIFEST.json (counts, window, filters, sha256 per file) "
+            "and _SUCCESS once complete. Both engines write the same files (mqadmin extension)",
             choices=("hour", "broker", "queue"),
             metavar="KEY",
         ),
@@ -368,16 +366,13 @@ class RangeReplayCommand(SubCommand):
             _count_dry_run(ctx, admin, result, plan, flt, params)
             return result
         if checkpoint is not None and checkpoint.complete:
+            if params.partition_by is not None and checkpoint.engine == "spark":
+                published_now = _publish_spark_folder(plan, params, checkpoint.written)
             _finished(result, plan, checkpoint, published_now, target)
-            if params.partition_by is not None and checkpoint.engine == "spark" and not result.dry_run:
-                from mqadmin.replay.folder import MANIFEST
-
-                if not (Path(target.value) / MANIFEST).is_file():  # killed after the last wave, before sealing
-                    _seal_spark_folder(plan, params)
             _read_partitions(result, params)
             return result
         if checkpoint is None:
-            engine = choose_engine(ctx, params, _work_of(plan, params))
+            engine = choose_engine(ctx, params, _work(plan, params.limit))
             result.engine = engine.name
             _check_output(target, params.overwrite, engine.name, folder=params.partition_by is not None)
         else:
@@ -489,14 +484,6 @@ def _work(plan: Plan, limit: int | None) -> Work:
     return Work(plan.total, "plan", spark_for, stays_local="--limit is set" if limit is not None else None)
 
 
-def _work_of(plan: Plan, params: RangeReplayParams) -> Work:
-    """--partition-by hour and broker are written by the local engine only."""
-    work = _work(plan, params.limit)
-    if params.partition_by not in (None, "queue") and work.stays_local is None:
-        work = replace(work, stays_local=f"--partition-by {params.partition_by} is set")
-    return work
-
-
 def _count_earlier(result: RangeReplayResult, checkpoint: Checkpoint) -> None:
     """What the earlier runs of a resumed replay wrote and matched, so the summary can tell them apart."""
     result.written_before = checkpoint.written
@@ -568,11 +555,13 @@ def _run_on(
     if engine.name == "spark":
         from mqadmin.spark.engine import run_replay
 
+        from mqadmin.replay.folder import parts_of
+
         outcome = run_replay(
             plan,
             engine.executors(ctx),
             flt,
-            target,
+            target if params.partition_by is None else replace(target, value=str(parts_of(Path(target.value)))),
             master=engine.master,
             conf=engine.conf,
             overwrite=params.overwrite,
@@ -582,9 +571,10 @@ def _run_on(
             note=ctx.env.note,
             dedup=params.dedup,
             rate=params.per_second,
+            partition_by=params.partition_by,
         )
         if params.partition_by is not None:
-            _seal_spark_folder(plan, params)
+            _publish_spark_folder(plan, params, sum(s.written for s in outcome.stats.values()))
         return outcome
     from mqadmin.admin import resolve_address
     from mqadmin.replay.local import run_local
@@ -596,7 +586,8 @@ def _run_on(
         from mqadmin.replay.folder import FolderSink
 
         base = _manifest_base(plan, params, "local")
-        sink: Sink = FolderSink(Path(target.value), target.scheme, params.partition_by, base, resume=resume)
+        by, field = params.partition_by, flt.time_field or "store"
+        sink: Sink = FolderSink(Path(target.value), target.scheme, by, base, resume=resume, field=field)
     else:
         sink = open_sink(target, admin=admin, stdout=ctx.env.stdout, resume=resume)
     stream = ctx.env.stderr if ctx.env.stderr_tty else None
@@ -616,11 +607,16 @@ def _run_on(
     )
 
 
-def _seal_spark_folder(plan: Plan, params: RangeReplayParams) -> None:
-    """The Spark engine's folder gets the local engine's manifest, from the files it committed."""
-    from mqadmin.replay.folder import seal_written
+def _publish_spark_folder(plan: Plan, params: RangeReplayParams, written: int) -> bool:
+    """Seal the folder the Spark executors filled (``PATH.parts``) with the local engine's
+    manifest and put it in place; False when an earlier run already did."""
+    from mqadmin.replay.folder import SUCCESS, parts_of, publish_written
 
-    seal_written(Path(params.target.value), _manifest_base(plan, params, "spark"))
+    path = Path(params.target.value)
+    if not parts_of(path).is_dir() and (path / SUCCESS).is_file():
+        return False
+    publish_written(path, _manifest_base(plan, params, "spark"), written)
+    return True
 
 
 def _manifest_base(plan: Plan, params: RangeReplayParams, engine: str) -> dict[str, Any]:
@@ -629,6 +625,7 @@ def _manifest_base(plan: Plan, params: RangeReplayParams, engine: str) -> dict[s
         "format": params.target.scheme,
         "engine": engine,
         "partition_by": params.partition_by,
+        **({"hour_of": str(params.field)} if params.partition_by == "hour" else {}),
         "topic": plan.topic,
         "window": {"begin": plan.begin, "end": plan.end},
         "filters": {
@@ -673,12 +670,12 @@ def _count_dry_run(
 def _count_partitions(
     ctx: Context, admin: Admin, result: RangeReplayResult, plan: Plan, flt: MessageFilter, params: RangeReplayParams
 ) -> None:
-    """A partitioned dry run reads the window: an hour's count needs each message's store time."""
+    """A partitioned dry run reads the window: an hour's count needs each message's time."""
     from mqadmin.replay.folder import PartitionCountSink
     from mqadmin.replay.local import run_local
 
     assert params.partition_by is not None
-    sink = PartitionCountSink(params.partition_by)
+    sink = PartitionCountSink(params.partition_by, flt.time_field or "store")
     stream = ctx.env.stderr if ctx.env.stderr_tty else None
     outcome = run_local(admin, plan, flt, sink, limit=params.limit, progress_stream=stream, dedup=params.dedup)
     result.would_write = outcome.written
@@ -714,6 +711,11 @@ def _settle_leftovers(
     """An unfinished file replay always makes progress: an output an earlier run published but
     did not record is recorded as finished (True); an unfinished output that is gone means
     starting over, which --overwrite asks for (None: plan afresh); anything else resumes."""
+    if folder and checkpoint.engine == "spark" and checkpoint.written:
+        from mqadmin.replay.folder import parts_of
+
+        if not parts_of(Path(target.value)).is_dir():  # the earlier waves' files are gone
+            return _start_over(ctx, checkpoint, parts_of(Path(target.value)), overwrite)
     if not target.is_file or target.is_remote_path or checkpoint.engine != "local":
         return checkpoint, False
     from mqadmin.replay.local import resume_status
@@ -726,14 +728,20 @@ def _settle_leftovers(
         ctx.env.note(f"{target.value} was already in place (the earlier run was stopped before recording that)")
         return checkpoint, True
     if status == "gone":
-        missing = staging[0] if target.scheme == "jsonl" and not folder else staging[1]
-        if not overwrite:
-            raise errors.UsageError(
-                f"cannot resume: the unfinished output ({missing}) is gone; pass --overwrite to start over"
-            )
-        ctx.env.note(f"the unfinished output of {checkpoint.path} is gone: starting over (--overwrite)")
-        return None, False
+        return _start_over(
+            ctx, checkpoint, staging[0] if target.scheme == "jsonl" and not folder else staging[1], overwrite
+        )
     return checkpoint, False
+
+
+def _start_over(ctx: Context, checkpoint: Checkpoint, missing: Path, overwrite: bool) -> tuple[None, bool]:
+    """The unfinished output is gone: starting over is what --overwrite asks for."""
+    if not overwrite:
+        raise errors.UsageError(
+            f"cannot resume: the unfinished output ({missing}) is gone; pass --overwrite to start over"
+        )
+    ctx.env.note(f"the unfinished output of {checkpoint.path} is gone: starting over (--overwrite)")
+    return None, False
 
 
 def _check_output(target: Target, overwrite: bool, engine: str, *, folder: bool = False) -> None:

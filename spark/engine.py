@@ -32,7 +32,7 @@ from mqadmin.replay.pace import RateLimiter, paced
 from mqadmin.replay.planner import Plan, Slice
 from mqadmin.replay.search import FirstMatch, TimeField, earliest_per_queue
 from mqadmin.replay.sinks import Sink, StdoutSink, Target, send_sink
-from mqadmin.replay.worker import MessageFilter, SliceStats
+from mqadmin.replay.worker import MessageFilter, SliceStats, fault_point
 
 from . import check_master, files, is_local_master, jobs, unavailable_reason
 
@@ -193,10 +193,13 @@ def run_replay(
     on_wave: Callable[[int, int], None] | None = None,
     dedup: bool = False,
     rate: float | None = None,
+    partition_by: str | None = None,
 ) -> ReplayOutcome:
     """Run ``plan`` on Spark and write or send what the filter keeps, like ``run_local`` does;
     ``dedup`` first finds the later occurrences of each UNIQ_KEY (one more pass) and drops them;
-    ``rate`` paces sends and stdout (the driver's, or divided among the executors that send).
+    ``rate`` paces sends and stdout (the driver's, or divided among the executors that send);
+    ``partition_by`` (--partition-by) writes the files as the local engine does (``write_slice``),
+    the hours by the filter's time field, and leaves the folder for the caller to seal.
 
     ``address`` is where executors connect: an address, or a ConnectSpec carrying the driver's
     ACL keys and TLS settings. ``admin`` is the driver's own connection, used only where the
@@ -209,7 +212,8 @@ def run_replay(
     with _session(master, conf, spark, note) as sc:
         if dedup:
             flt = replace(flt, exclude=frozenset(jobs.duplicate_positions(sc, plan.slices, spec, flt)))
-        job = _Job(sc, spec, flt, target, stdout, admin, note, RateLimiter(rate) if rate else None)
+        pace = RateLimiter(rate) if rate else None
+        job = _Job(sc, spec, flt, target, stdout, admin, note, pace, partition_by)
         return _run(job, plan, overwrite, checkpoint, wave_size, on_wave, t0)
 
 
@@ -317,8 +321,10 @@ def _run(
         file_mode = ("overwrite" if overwrite or resumed else "errorifexists") if first_write else "append"
         for st in job.run_wave(wave, file_mode):
             stats[st.index] = st
+            fault_point("replay-slice-written")  # (files: the wave is committed) not recorded
             if checkpoint is not None:
                 checkpoint.record(st, {"spark": True})
+                fault_point("replay-slice-recorded")
         if on_wave is not None:
             on_wave(len(stats), len(plan.slices))
     if job.target.is_file and not todo and not done:
@@ -343,6 +349,8 @@ class _Job:
     note: Callable[[str], None] | None = None
     #: --rate: one schedule for the whole run where the driver writes; divided among senders
     pace: RateLimiter | None = None
+    #: --partition-by: files written as the local engine writes them
+    partition_by: str | None = None
 
     def run_wave(self, wave: Sequence[Slice], file_mode: str) -> Iterable[SliceStats]:
         """Run one wave. The stats of its slices come out once they are safely written: for
@@ -375,6 +383,14 @@ class _Job:
         """The executors write the wave's files under a local (or mounted) target themselves;
         Spark's writers write to a URI, or Parquet where executors have no pyarrow."""
         spec, flt, target = self.spec, self.flt, self.target
+        if self.partition_by is not None:
+            field = flt.time_field or "store"
+            path = Path(target.value)
+            written = files.write(
+                self.sc, wave, spec, flt, target.scheme, path, mode, by=self.partition_by, field=field
+            )
+            assert written is not None  # a partitioned write raises rather than fall back
+            return written
         if not target.is_remote_path:
             why = files.unsupported(self.sc, target.scheme)
             if why is None:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.errors import UsageError
-from mqadmin.replay.folder import queue_folder
+from mqadmin.errors import MqadminError, UsageError
+from mqadmin.replay.folder import queue_folder, write_slice
 from mqadmin.replay.planner import Slice
 from mqadmin.replay.records import Row, json_chunks
 from mqadmin.replay.worker import SliceStats
@@ -71,6 +71,10 @@ class FileJob:
     job: str
     codec: str = "snappy"
     spark_schema: str = ""
+    #: --partition-by: the slices are written as the local engine writes them (``write_slice``:
+    #: its folders, file names and bytes), partitioned by this key of ``field``'s time
+    by: str | None = None
+    field: str = "store"
 
     def file_name(self, partition: int) -> str:
         if self.scheme == "jsonl":
@@ -79,9 +83,9 @@ class FileJob:
         return f"part-{partition:05d}-{self.job}.c000{'.' + suffix if suffix else ''}.parquet"
 
 
-#: per slice of a task: (slice index, stats, (staged file, final file) or None for no rows);
+#: per slice of a task: (slice index, stats, [(staged file, final file)], none for no rows);
 #: None instead means this executor cannot write the format (no pyarrow for Parquet)
-WrittenSlice = tuple[int, dict[str, int], tuple[str, str] | None]
+WrittenSlice = tuple[int, dict[str, int], list[tuple[str, str]]]
 
 
 def files_partition(
@@ -103,11 +107,17 @@ def files_partition(
     with jobs.executor_admin(spec, read_only=True) as admin:
         for scan in jobs.scans(admin, slice_docs, filter_doc):
             slc = scan.slice
+            if job.by is not None:
+                os.makedirs(attempt, exist_ok=True)
+                rows = [row for batch in scan.rows() for row in batch]
+                written = write_slice(attempt, job.scheme, job.by, slc, rows, field=job.field)
+                yield (slc.index, jobs.finished(scan), [(staged, final) for staged, final, _ in written])
+                continue
             final = f"{partition_folder(slc.broker, slc.queue_id)}/{job.file_name(partition)}"
             staged = os.path.join(attempt, final)
             write = _write_jsonl if job.scheme == "jsonl" else _write_parquet
             wrote = write(staged, scan.rows(), job)
-            yield (slc.index, jobs.finished(scan), (staged, final) if wrote else None)
+            yield (slc.index, jobs.finished(scan), [(staged, final)] if wrote else [])
 
 
 def _write_jsonl(path: str, batches: Iterable[Sequence[Row]], job: FileJob) -> bool:
@@ -222,25 +232,33 @@ def write(
     scheme: str,
     path: Path,
     mode: str,
+    *,
+    by: str | None = None,
+    field: str = "store",
 ) -> dict[int, SliceStats] | None:
     """Run one job that writes ``slices`` under ``path`` (mode ``errorifexists``, ``overwrite``
     or ``append``) and commit it; the stats of the written slices, or None when the executors
-    cannot write the format (then nothing has changed)."""
-    codec = parquet_codec(sc) if scheme == "parquet" else "snappy"
+    cannot write the format (then nothing has changed). With ``by`` (--partition-by) the files
+    are the local engine's, and no ``_SUCCESS`` is written: the folder is sealed once complete."""
+    partitioned = by is not None
+    codec = parquet_codec(sc) if scheme == "parquet" and not partitioned else "snappy"
     created = not path.exists()
     prepare(path, mode)
     job_id = str(uuid.uuid4())
     staging = path / "_temporary" / job_id
-    job = FileJob(scheme, str(staging), job_id, codec, spark_data_schema() if scheme == "parquet" else "")
+    schema = spark_data_schema() if scheme == "parquet" and not partitioned else ""
+    job = FileJob(scheme, str(staging), job_id, codec, schema, by, field)
     try:
         results: list[WrittenSlice | None] = []
         if slices:
             task = functools.partial(files_partition, spec=spec, filter_doc=flt.to_json(), job=job)
             results = jobs.slices_rdd(sc, slices).mapPartitionsWithIndex(task).collect()
         if any(r is None for r in results):
+            if partitioned:
+                raise MqadminError("--partition-by with parquet: the Spark executors need pyarrow")
             return None
         written = [r for r in results if r is not None]
-        commit(path, [w[2] for w in written if w[2] is not None], mode, staging)
+        commit(path, [f for w in written for f in w[2]], mode, staging, mark=not partitioned)
         return {index: SliceStats.from_json(stats) for index, stats, _ in written}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -249,10 +267,10 @@ def write(
             _remove_if_empty(path)
 
 
-def commit(path: Path, files: Sequence[tuple[str, str]], mode: str, staging: Path) -> None:
+def commit(path: Path, files: Sequence[tuple[str, str]], mode: str, staging: Path, *, mark: bool = True) -> None:
     """Move the accepted attempts' files into place (after removing what an overwrite replaces,
     the staging of jobs whose driver was killed included), then mark the output complete with
-    ``_SUCCESS``."""
+    ``_SUCCESS`` (unless ``mark`` is false: a partitioned folder is marked when sealed)."""
     if mode == "overwrite":
         for old in [*path.iterdir(), *(path / "_temporary").iterdir()]:
             if old in (path / "_temporary", staging):
@@ -270,7 +288,8 @@ def commit(path: Path, files: Sequence[tuple[str, str]], mode: str, staging: Pat
         os.replace(staged, dest)
     for folder in folders:
         fsync_dir(folder)
-    (path / "_SUCCESS").touch()
+    if mark:
+        (path / "_SUCCESS").touch()
     fsync_dir(path)
 
 

@@ -1,7 +1,9 @@
 """A replay written as a folder partitioned by hour, broker or queue (``--partition-by``).
 
-The layout is the Spark engine's: Hive-style ``key=value`` folders (``broker=…/queue_id=…`` for
-queues, the value escaped as Spark escapes it), data files in them, and, once everything is in
+The layout is Hive's and Spark's: ``key=value`` folders (``hour=…`` of the window's time field,
+``broker=…``, ``broker=…/queue_id=…``; values escaped as Spark escapes them), one data file per
+slice and partition (``write_slice``, which the Spark engine's executors run too, so both
+engines write the same files), and, once everything is in
 place, a ``_MANIFEST.json`` (counts per partition and in total, the window, the filters, the
 engine, each file's rows, size and sha256) and the ``_SUCCESS`` marker, so a downstream job can
 trust a folder that has both. Files start with ``part-``; names starting with ``_`` or ``.``
@@ -24,10 +26,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mqadmin.errors import UsageError
+from mqadmin.errors import MqadminError, UsageError
 from mqadmin.model import Message
+from mqadmin.replay import STORE_TIME, TimeField
 from mqadmin.replay.planner import Slice
-from mqadmin.replay.records import ROW_KEYS, Row, json_chunks, rows_to_table, to_row
+from mqadmin.replay.records import ROW_KEYS, Row, json_chunks, row_time, rows_to_table, to_row
 from mqadmin.safety import fsync_dir
 
 PARTITION_BY = ("hour", "broker", "queue")
@@ -39,7 +42,9 @@ DROPPED = {"hour": (), "broker": ("broker",), "queue": ("broker", "queue_id")}
 #: characters Spark escapes in a partition folder name (ExternalCatalogUtils.escapePathName)
 _ESCAPED = frozenset([chr(c) for c in range(1, 32)] + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f"])
 _ESCAPED |= {"{", "[", "]", "^"}
-_BROKER, _QUEUE_ID, _STORE_TS = ROW_KEYS.index("broker"), ROW_KEYS.index("queue_id"), ROW_KEYS.index("store_timestamp")
+_BROKER, _QUEUE_ID = ROW_KEYS.index("broker"), ROW_KEYS.index("queue_id")
+#: the folder value of a missing partition value, as Hive and Spark name it
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def escape(value: str) -> str:
@@ -52,40 +57,53 @@ def queue_folder(broker: str, queue_id: int) -> str:
     return f"broker={escape(broker)}/queue_id={queue_id}"
 
 
-def hour_of(store_ms: int) -> str:
-    """The UTC hour of a store timestamp as a folder value: ``2026-11-28T05``."""
-    return time.strftime("%Y-%m-%dT%H", time.gmtime(store_ms // 1000))
+def hour_of(ms: int) -> str:
+    """The UTC hour of an epoch-ms time as a folder value: ``2026-11-28T05``."""
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(ms // 1000))
 
 
-def partition_of(by: str, row: Row) -> str:
-    """The relative folder of a row."""
+def partitioner(by: str, field: str = STORE_TIME) -> Callable[[Row], str]:
+    """The relative folder of a row. ``hour`` is the hour of the window's time field (``field``,
+    the --time-field text), so a window by born time or a property is bucketed by that time; a
+    row without it (never kept by such a window) goes where Hive and Spark put a null value."""
     if by == "queue":
-        return queue_folder(row[_BROKER], row[_QUEUE_ID])
+        return lambda r: queue_folder(r[_BROKER], r[_QUEUE_ID])
     if by == "broker":
-        return f"broker={escape(row[_BROKER])}"
-    return f"hour={hour_of(row[_STORE_TS])}"
+        return lambda r: f"broker={escape(r[_BROKER])}"
+    of = row_time(TimeField.parse(field))
+
+    def hour(r: Row) -> str:
+        t = of(r)
+        return f"hour={NULL_PARTITION if t is None else hour_of(t)}"
+
+    return hour
 
 
-def count_partitions(by: str, rows: Sequence[Row]) -> dict[str, int]:
+def count_partitions(by: str, rows: Sequence[Row], field: str = STORE_TIME) -> dict[str, int]:
     """Rows per partition folder (the dry run's answer, and the manifest's)."""
+    key_of = partitioner(by, field)
     counts: dict[str, int] = {}
     for row in rows:
-        key = partition_of(by, row)
+        key = key_of(row)
         counts[key] = counts.get(key, 0) + 1
     return counts
 
 
-def count_slice(by: str, slc: Slice, rows: Sequence[Row]) -> dict[str, int]:
+def count_slice(by: str, slc: Slice, rows: Sequence[Row], *, field: str = STORE_TIME) -> dict[str, int]:
     """PartitionCountSink's encoder (worker processes run it)."""
-    return count_partitions(by, rows)
+    return count_partitions(by, rows, field)
 
 
-def write_slice(parts: str, scheme: str, by: str, slc: Slice, rows: Sequence[Row]) -> list[tuple[str, str, int]]:
-    """Write a slice's rows, one file per partition, each synced beside its final name; returns
-    (written file, final relative path, rows). Worker processes run this in parallel."""
+def write_slice(
+    parts: str, scheme: str, by: str, slc: Slice, rows: Sequence[Row], *, field: str = STORE_TIME
+) -> list[tuple[str, str, int]]:
+    """Write a slice's rows into ``parts``, one file per partition, each synced beside its final
+    name; returns (written file, final relative path, rows). The local engine's worker processes
+    and the Spark engine's executors run this, so both engines write the same files."""
+    key_of = partitioner(by, field)
     groups: dict[str, list[Row]] = {}
     for row in rows:
-        groups.setdefault(partition_of(by, row), []).append(row)
+        groups.setdefault(key_of(row), []).append(row)
     out: list[tuple[str, str, int]] = []
     ext = "jsonl" if scheme == "jsonl" else "parquet"
     for folder, group in groups.items():
@@ -127,22 +145,47 @@ def manifest(folder: Path, files: dict[str, int], base: dict[str, Any]) -> dict[
     return {**base, "total": sum(files.values()), "partitions": partitions, "files": entries}
 
 
-def seal_written(folder: Path, base: dict[str, Any]) -> dict[str, Any]:
-    """Seal a folder another writer filled (the Spark engine's ``broker=…/queue_id=…`` files):
-    each data file's rows are counted from the file itself (lines, or the Parquet footer)."""
+def parts_of(path: Path) -> Path:
+    """Where a partitioned replay builds its folder until it is complete: ``PATH.parts``."""
+    return path.with_name(path.name + ".parts")
+
+
+def put_in_place(parts: Path, path: Path) -> None:
+    """Rename a sealed folder to its name, replacing what is there (--overwrite: checked before the run)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    os.replace(parts, path)
+    fsync_dir(path.parent)
+
+
+def publish_written(path: Path, base: dict[str, Any], expected: int) -> dict[str, Any]:
+    """Seal and put in place the folder another writer filled in ``PATH.parts`` (the Spark
+    engine's executors, with ``write_slice``). Each file's rows are counted from the file itself
+    (lines, or the Parquet footer); a folder that does not hold the ``expected`` rows the replay
+    wrote is not sealed (a file lost or left over would otherwise pass for a complete output)."""
+    parts = parts_of(path)
     files: dict[str, int] = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        if not path.is_file() or any(p.startswith(("_", ".")) for p in rel.split("/")):
+    for f in sorted(parts.rglob("*")):
+        rel = f.relative_to(parts).as_posix()
+        if not f.is_file() or any(p.startswith(("_", ".")) for p in rel.split("/")):
             continue
-        if path.suffix == ".parquet":
+        if f.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            files[rel] = pq.read_metadata(path).num_rows
+            files[rel] = pq.read_metadata(f).num_rows
         else:
-            files[rel] = _lines(path)
-    doc = manifest(folder, files, base)
-    seal(folder, doc)
+            files[rel] = _lines(f)
+    if sum(files.values()) != expected:
+        raise MqadminError(
+            f"{parts} holds {sum(files.values())} message(s) but the replay wrote {expected}: not sealed; "
+            "run again with --overwrite"
+        )
+    parts.mkdir(exist_ok=True)  # a replay that wrote nothing leaves no folder to seal
+    doc = manifest(parts, files, base)
+    seal(parts, doc)
+    put_in_place(parts, path)
     return doc
 
 
@@ -172,13 +215,22 @@ def seal(folder: Path, doc: dict[str, Any]) -> None:
 class FolderSink:
     """JSONL or Parquet files in partition folders; see the module docstring."""
 
-    def __init__(self, path: Path, scheme: str, by: str, base: dict[str, Any], *, resume: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        scheme: str,
+        by: str,
+        base: dict[str, Any],
+        *,
+        resume: dict[str, Any] | None = None,
+        field: str = STORE_TIME,
+    ):
         if scheme == "parquet":
             from mqadmin.replay import require
 
             require("pyarrow.parquet", "--to parquet:")
-        self.path, self.scheme, self.by, self.base = path, scheme, by, base
-        self.parts = path.with_name(path.name + ".parts")
+        self.path, self.scheme, self.by, self.base, self.field = path, scheme, by, base, field
+        self.parts = parts_of(path)
         self._files: dict[str, int] = {}
         if resume is not None:
             self._files = {str(k): int(v) for k, v in (resume.get("files") or {}).items()}
@@ -208,7 +260,7 @@ class FolderSink:
         return self.write_encoded(slc, self.encoder()(slc, rows), len(rows))
 
     def encoder(self) -> Callable[[Slice, Sequence[Row]], list[tuple[str, str, int]]]:
-        return functools.partial(write_slice, str(self.parts), self.scheme, self.by)
+        return functools.partial(write_slice, str(self.parts), self.scheme, self.by, field=self.field)
 
     def batch_encoder(self) -> None:
         return None
@@ -232,12 +284,7 @@ class FolderSink:
 
     def finish(self) -> None:
         seal(self.parts, manifest(self.parts, self._files, self.base))
-        if self.path.is_dir() and not self.path.is_symlink():
-            shutil.rmtree(self.path)  # --overwrite: checked before the run
-        elif self.path.exists():
-            self.path.unlink()
-        os.replace(self.parts, self.path)
-        fsync_dir(self.path.parent)
+        put_in_place(self.parts, self.path)
 
     def abort(self, *, keep: bool) -> None:
         if not keep:
@@ -252,18 +299,18 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 class PartitionCountSink:
     """Writes nothing and counts per partition: the dry run of a partitioned replay."""
 
-    def __init__(self, by: str):
-        self.by = by
+    def __init__(self, by: str, field: str = STORE_TIME):
+        self.by, self.field = by, field
         self.counts: dict[str, int] = {}
 
     def write(self, slc: Slice, messages: Sequence[Message]) -> int:
         return self.write_rows(slc, [to_row(m, slc.broker) for m in messages])
 
     def write_rows(self, slc: Slice, rows: Sequence[Row]) -> int:
-        return self.write_encoded(slc, count_partitions(self.by, rows), len(rows))
+        return self.write_encoded(slc, count_partitions(self.by, rows, self.field), len(rows))
 
     def encoder(self) -> Callable[[Slice, Sequence[Row]], dict[str, int]]:
-        return functools.partial(count_slice, self.by)
+        return functools.partial(count_slice, self.by, field=self.field)
 
     def batch_encoder(self) -> None:
         return None

@@ -13,7 +13,7 @@ import binascii
 import json
 import struct
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from mqadmin.message import (
     decode_message,
 )
 from mqadmin.model import Message
+from mqadmin.replay import BORN_TIME, STORE_TIME, TimeField
 
 if TYPE_CHECKING:
     import pyarrow
@@ -78,6 +79,23 @@ _ARROW_TYPES: dict[str, str] = {
 
 #: a replay row: the values of ROW_KEYS in order (body as bytes, or a view of a pulled buffer)
 Row = tuple[Any, ...]
+
+
+def row_time(field: TimeField) -> Callable[[Row], int | None]:
+    """``field.of`` for a replay row (born time at 9, store time at 10, properties at 14)."""
+    if field.kind == STORE_TIME:
+        return lambda r: int(r[10])
+    if field.kind == BORN_TIME:
+        return lambda r: int(r[9])
+    name = field.name
+
+    def prop(r: Row) -> int | None:
+        try:
+            return int(r[14][name].strip())
+        except (KeyError, ValueError):
+            return None
+
+    return prop
 
 
 def to_row(msg: Message, broker: str) -> tuple[Any, ...]:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.errors import MqadminError, UsageError
 from mqadmin.message import iter_messages
 from mqadmin.model import Message, MessageQueue, PullResult, RawPull
-from mqadmin.replay import BORN_TIME, STORE_TIME, TimeField
+from mqadmin.replay import TimeField
 from mqadmin.replay.planner import Slice
-from mqadmin.replay.records import Row, decode_rows, to_row
+from mqadmin.replay.records import Row, decode_rows, row_time, to_row
 
 if TYPE_CHECKING:
     from mqadmin.admin import Admin, PendingPull
@@ -113,23 +113,6 @@ def sql_filter(text: str) -> SqlFilter:
 def time_field(text: str) -> TimeField:
     """The parsed ``--time-field`` (filters travel as text)."""
     return TimeField.parse(text)
-
-
-def _row_time(field: TimeField) -> Callable[[Row], int | None]:
-    """``field.of`` for a replay row (ROW_KEYS order: born time at 9, store time at 10, properties at 14)."""
-    if field.kind == STORE_TIME:
-        return lambda r: int(r[10])
-    if field.kind == BORN_TIME:
-        return lambda r: int(r[9])
-    name = field.name
-
-    def prop(r: Row) -> int | None:
-        try:
-            return int(r[14][name].strip())
-        except (KeyError, ValueError):
-            return None
-
-    return prop
 
 
 @dataclass(frozen=True)
@@ -296,7 +279,7 @@ class SliceScan:
             last = s.end
             kept = [r for r in decoded if offset <= r[3] < last and begin <= r[10] < end]
             if flt.time_field is not None:
-                of_row = _row_time(time_field(flt.time_field))
+                of_row = row_time(time_field(flt.time_field))
                 times = [of_row(r) for r in kept]
                 self.stats.outside += sum(flt.outside(t, r[10]) for r, t in zip(kept, times, strict=True))
                 lo, hi = flt.field_begin, flt.field_end

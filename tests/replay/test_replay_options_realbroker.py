@@ -19,7 +19,7 @@ import pytest
 from conftest import CliResult
 
 from mqadmin.admin import Admin, connect
-from mqadmin.message import iter_messages, new_uniq_key
+from mqadmin.message import format_properties, iter_messages, new_uniq_key
 from mqadmin.model import Message, MessageQueue
 from mqadmin.protocol.constants import EXPRESSION_SQL92, PULL_SUBSCRIPTION
 from mqadmin.replay.records import read_records
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.realbroker
 
 Run = Callable[..., CliResult]
 TOPIC, GROUP, QUEUES, COUNT = "SqlTopic", "sql_parity", 2, 400
-DUP_TOPIC, COPY_TOPIC, SMS = "DupTopic", "RateCopy", "replay_sms"
-PULL_MESSAGE = 11
+DUP_TOPIC, COPY_TOPIC, SMS, BORN_TOPIC = "DupTopic", "RateCopy", "replay_sms", "BornTopic"
+PULL_MESSAGE, SEND_MESSAGE = 11, 10
 VALUES = ("0", "3", "7", "+4", "12", "2.5", " 5", "x", "", "true", "TRUE", "3000000000", "1e1", "NaN")
 EXPRESSIONS = (
     "kind = 'sms'",
@@ -68,7 +68,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     work = tmp_path_factory.mktemp("sql92-real")
     with rb.RealCluster("5.3.3", work / "rmq", brokers=1, extra_broker_conf={"enablePropertyFilter": "true"}) as real:
         broker_addr = real.brokers[0][1]
-        for topic in (TOPIC, DUP_TOPIC, COPY_TOPIC):
+        for topic in (TOPIC, DUP_TOPIC, COPY_TOPIC, BORN_TOPIC):
             rb.create_topic(broker_addr, topic, QUEUES)
         rb.create_group(broker_addr, SMS)
         admin = connect(real.namesrv_addr)
@@ -262,3 +262,78 @@ def test_rate_on_a_real_broker(broker: tuple[str, str], cli_proc: Run) -> None:
     assert r.code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["written"] == 150 and 1.49 <= doc["elapsed_ms"] / 1000 < 2.5
+
+
+def send_born_at(broker_addr: str, topic: str, queue_id: int, body: bytes, born: int) -> None:
+    """SEND_MESSAGE with the born time a producer stamped at ``born``: the broker stores the
+    request's bornTimestamp as the message's born time (a client whose clock is behind, or a
+    send retried for minutes, gives such messages); our own producer always stamps now."""
+    head, _ = rb.remoting_call(
+        broker_addr,
+        SEND_MESSAGE,
+        {
+            "producerGroup": "born_producer",
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "queueId": queue_id,
+            "sysFlag": 0,
+            "bornTimestamp": born,
+            "flag": 0,
+            "properties": format_properties({"UNIQ_KEY": new_uniq_key(), "TAGS": "born"}),
+            "reconsumeTimes": 0,
+            "unitMode": False,
+            "batch": False,
+        },
+        body,
+    )
+    assert head["code"] == 0, head
+
+
+def test_born_time_window_on_a_real_broker(broker: tuple[str, str], tmp_path: Path, cli_proc: Run) -> None:
+    """Messages stored now but born 11.5 to 40.5 min ago: the window [-30 min, -10 min) by born
+    time selects exactly those born in it (by store time it holds nothing); --slack 33m reads them
+    all and reports those born further than that from their store time; --partition-by hour puts
+    each in the hour of its born time; the dry run counts what the run writes."""
+    namesrv, broker_addr = broker
+    t = int(time.time() * 1000)
+    borns = [t - 2_430_000 + i * 60_000 for i in range(30)]  # 40.5 min ago, then a minute apart
+    for i, born in enumerate(borns):
+        send_born_at(broker_addr, BORN_TOPIC, i % QUEUES, f"b{i}".encode(), born)
+    admin = connect(namesrv, read_only=True)
+    try:
+        queues = wait_route(admin, BORN_TOPIC)
+        deadline = time.monotonic() + 15
+        while sum(admin.max_offset(q) for q in queues) < len(borns):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        admin.close()
+    stored = time.time() * 1000
+    assert stored - t < 25_000  # so each message's distance from its store time is known to the half minute
+    begin, end = t - 1_800_000, t - 600_000
+    want = sorted(f"b{i}".encode() for i, b in enumerate(borns) if begin <= b < end)
+    assert len(want) == 19
+    args = ("rangeReplay", "-n", namesrv, "-t", BORN_TOPIC, "-b", str(begin), "-e", str(end), "--json")
+    by_store = cli_proc(*args, "--to", f"jsonl:{tmp_path / 'store.jsonl'}")
+    assert by_store.code == 0 and json.loads(by_store.stdout)["written"] == 0, by_store.stderr
+    born_args = (*args, "--time-field", "born", "--slack", "33m")
+    dry = cli_proc(*born_args, "--dry-run")
+    out, folder = tmp_path / "born.jsonl", tmp_path / "hours"
+    r = cli_proc(*born_args, "--to", f"jsonl:{out}")
+    parts = cli_proc(*born_args, "--partition-by", "hour", "--to", f"jsonl:{folder}")
+    assert dry.code == r.code == parts.code == 0, dry.stderr + r.stderr + parts.stderr
+    records = list(read_records(out))
+    assert sorted(rec["body"] for rec in records) == want
+    assert all(begin <= rec["born_timestamp"] < end <= rec["store_timestamp"] for rec in records)
+    doc, dry_doc = json.loads(r.stdout), json.loads(dry.stdout)
+    assert doc["written"] == dry_doc["would_write"] == len(want)
+    # born 40.5 to 33.5 min before being stored: further than --slack 33m from the store time
+    assert doc["outside_slack"] == dry_doc["outside_slack"] == 8
+    hours: dict[str, int] = {}
+    for path in folder.rglob("part-*"):
+        for rec in read_records(path):
+            hour = time.strftime("%Y-%m-%dT%H", time.gmtime(int(rec["born_timestamp"]) // 1000))
+            assert path.parent.name == f"hour={hour}"
+            hours[path.parent.name] = hours.get(path.parent.name, 0) + 1
+    assert hours == json.loads(parts.stdout)["partitions"] and sum(hours.values()) == len(want)

@@ -11,6 +11,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CliResult, store_address
@@ -27,17 +28,20 @@ Run = Callable[..., CliResult]
 
 def seed(root: Path) -> None:
     """480 messages 20 s apart (2 h 40 min) on 4 queues of 2 brokers, a kind property, and every
-    tenth stored twice (a producer's retry) for --dedup."""
+    tenth stored twice (a producer's retry) for --dedup; one in five born 15 min before it was
+    stored, and an ORDER_TIME property 40 min before (other hours than the store time's)."""
     cluster = MockCluster.create(root, version="5.3.3")
     cluster.create_topic("P", 2)
     targets = [(b, q) for b in cluster.brokers.values() for q in range(2)]
     for i in range(480):
         broker, qid = targets[i % 4]
         props = {"TAGS": "sms" if i % 3 else "push", "KEYS": f"k{i}", "UNIQ_KEY": new_uniq_key()}
-        msg = Message(topic="P", body=f"m{i}".encode(), properties=props, queue_id=qid)
+        props["ORDER_TIME"] = str(T0 + i * STEP - 2_400_000)
+        born = T0 + i * STEP - (900_000 if i % 5 == 2 else 30)
+        msg = Message(topic="P", body=f"m{i}".encode(), properties=props, queue_id=qid, born_timestamp=born)
         broker.put_message(msg, store_timestamp=T0 + i * STEP)
         if i % 10 == 3:
-            again = Message(topic="P", body=msg.body, properties=dict(props), queue_id=qid)
+            again = Message(topic="P", body=msg.body, properties=dict(props), queue_id=qid, born_timestamp=born)
             broker.put_message(again, store_timestamp=T0 + i * STEP)
     cluster.close()
 
@@ -112,6 +116,34 @@ def test_folder_holds_the_window_in_its_partitions(door: str, tmp_path: Path, cl
         assert "broker" not in names and ("queue_id" in names) == (by == "broker")
 
 
+@pytest.mark.parametrize(("field", "column"), [("born", "born_timestamp"), ("property:ORDER_TIME", "ORDER_TIME")])
+def test_hours_are_those_of_the_windows_time_field(
+    door: str, tmp_path: Path, cli: Run, field: str, column: str
+) -> None:
+    """A window by born time (or a property) is bucketed by that time, not by the store time."""
+    out = tmp_path / "out"
+    args = (*window_args(door), "--time-field", field, "--slack", "1h", "--partition-by", "hour", "--json")
+    dry = cli(*args, "--to", f"jsonl:{out}", "--dry-run")
+    real = cli(*args, "--to", f"jsonl:{out}")
+    assert dry.code == real.code == 0, dry.stderr + real.stderr
+
+    def hour(r: dict[str, Any]) -> str:
+        ms = int(r[column] if column in r else r["properties"][column])
+        return "hour=" + time.strftime("%Y-%m-%dT%H", time.gmtime(ms // 1000))
+
+    counts: dict[str, int] = {}
+    moved = 0
+    for path in out.rglob("part-*"):
+        rows = list(read_records(path))
+        assert {hour(r) for r in rows} == {path.parent.name}  # each message in its field's hour
+        counts[path.parent.name] = counts.get(path.parent.name, 0) + len(rows)
+        moved += sum(folder_of("hour", r) != path.parent.name for r in rows)
+    assert moved > 10  # messages whose store time is in another hour
+    doc = manifest(out)
+    assert doc["partitions"] == counts == json.loads(dry.stdout)["partitions"] == json.loads(real.stdout)["partitions"]
+    assert doc["hour_of"] == field and doc["filters"]["time_field"] == field  # type: ignore[index]
+
+
 @pytest.mark.parametrize("fault", ["replay-slice-written", "replay-slice-recorded", "replay-published"])
 def test_killed_partitioned_replay_resumes_exactly(door: str, tmp_path: Path, cli_proc: Run, fault: str) -> None:
     """A kill after a slice's files are written but not recorded, after it is recorded, or after
@@ -171,7 +203,7 @@ def test_existing_folder_needs_overwrite(door: str, tmp_path: Path, cli: Run) ->
     [
         (("--to", "stdout"), "--partition-by writes a folder"),
         (("--to", "topic:P"), "--partition-by writes a folder"),
-        (("--to", "jsonl:x", "--engine", "spark"), "local engine only"),
+        (("--to", "jsonl:s3a://bucket/x", "--engine", "spark"), "local (or mounted) folder"),
     ],
 )
 def test_partition_by_needs_a_local_file_output(door: str, cli_proc: Run, extra: tuple[str, ...], message: str) -> None:

@@ -172,16 +172,16 @@ def test_only_the_accepted_attempt_is_committed(store: str, tmp_path: Path) -> N
         for _ in range(2)
     ]
     staged = [a[0] for a in attempts]
-    assert all(s is not None and s[2] is not None for s in staged)
+    assert all(s is not None and len(s[2]) == 1 for s in staged)
     kept = staged[1]
-    assert kept is not None and kept[2] is not None
-    files.commit(out, [kept[2]], "errorifexists", out / "_temporary" / "job")
+    assert kept is not None
+    files.commit(out, kept[2], "errorifexists", out / "_temporary" / "job")
     parts = [p for p in out.rglob("part-*") if "_temporary" not in p.relative_to(out).parts]
-    assert [p.relative_to(out).as_posix() for p in parts] == [kept[2][1]]
+    assert [p.relative_to(out).as_posix() for p in parts] == [kept[2][0][1]]
     assert kept[1]["written"] == plan.slices[1].count == len(parts[0].read_text().splitlines())
     assert (out / "_SUCCESS").exists()
     first = staged[0]
-    assert first is not None and first[2] is not None and os.path.exists(first[2][0])  # left for the cleanup
+    assert first is not None and os.path.exists(first[2][0][0])  # left for the cleanup
 
 
 def test_executors_without_pyarrow_leave_parquet_to_sparks_writer(
