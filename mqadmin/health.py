@@ -235,18 +235,20 @@ def status_code(row: Sequence[Any], need: int, online: int | None, warn_lag_ms: 
     consumer and max offsets alone."""
     consumers = row[1::4]
     cur = row[-3]
-    if cur < max(consumers):
-        return CODE_REWIND
-    if row[-2] <= cur:
-        return CODE_CAUGHT_UP
     n = len(consumers)
-    if consumers.count(cur) == n:  # unmoved: every lag is the max offset minus ``cur``
+    if consumers.count(cur) == n:  # unmoved (so not rewound): every lag is the max offset minus ``cur``
+        if row[-2] <= cur:
+            return CODE_CAUGHT_UP
         if min(row[2::4]) <= cur:
             return CODE_OK
         if n < need:
             return CODE_COLLECTING
         # unmoved since the first sample: idle for the whole span, active for none of it
         return CODE_STOP if online == 0 and row[-4] > row[0] else CODE_STALL
+    if cur < max(consumers):
+        return CODE_REWIND
+    if row[-2] <= cur:
+        return CODE_CAUGHT_UP
     diffs = list(map(operator.sub, row[2::4], consumers))
     if min(diffs) <= 0:
         return CODE_OK
@@ -569,14 +571,13 @@ def assess_brief(
     need, online, warn = rules.samples, clients.online, rules.warn_lag_ms
     keys: list[str] = []
     codes: list[int] = []
+    full = kept + 4
     for key, consumer, broker, lag in samples:
         row = get(key)
-        if row and kept > 0 and row[-4] < now:  # add_row's commonest case, inline
-            row = row[-kept:]
+        if row is not None and len(row) == full and kept > 0 and row[-4] < now and row[4] >= oldest:
+            # add_row's commonest case, in place: a full window moves on by one sample
+            del row[:4]
             row += (now, consumer, broker, lag)
-            if row[0] < oldest:
-                row = _since(row, oldest)
-            queues[key] = row
         else:
             row = windows.add_row(key, (now, consumer, broker, lag))
         keys.append(key)
@@ -587,10 +588,15 @@ def assess_brief(
         top = max(codes)
         # worst_queue's choice: a collecting OK above a settled one, the first by name among equals
         worst = min(keys) if top <= CODE_OK else min([k for k, c in zip(keys, codes, strict=True) if c == top])
-        v = evaluate_row(queues[worst], rules, clients)
-        v = Verdict(v.status, v.reason, (), v.collecting)  # its sentence made once, shown twice
+        row = queues[worst]
+        if top == CODE_CAUGHT_UP:
+            v = _CAUGHT_UP
+        else:
+            v = evaluate_row(row, rules, clients)
+            v = Verdict(v.status, v.reason, (), v.collecting)  # its sentence made once, shown twice
         verdict = _group_verdict(worst, v, codes.count(top), len(codes), top == CODE_CAUGHT_UP)
-        found = {worst: QueueHealth(v, queues[worst])}
+        # a copy: the windows' rows move on in place, a result printed earlier keeps its own
+        found = {worst: QueueHealth(v, list(row))}
     if error is not None:
         verdict = Verdict(Status.ERR, error)
     counts: dict[str, int] = {}

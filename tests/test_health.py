@@ -268,3 +268,6 @@ def test_assess_brief_is_assess_for_many_groups() -> None:
                 fq.verdict.collecting,
                 fq.row,
             )
+            kept = list(brief.queues[full.worst].row)
+            health.assess_brief(brief_w, rules, now + MIN, samples, clients)
+            assert brief.queues[full.worst].row == kept, "the next run's samples do not reach a result shown"
