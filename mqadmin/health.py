@@ -366,11 +366,13 @@ class Windows:
         rows = doc["queues"]
         if not {list}.issuperset(map(type, rows.values())) or any(n % 4 for n in set(map(len, rows.values()))):
             raise ValueError("not a health state file")
-        values = list(chain.from_iterable(rows.values()))
-        if not _INT_OR_NULL.issuperset(map(type, values)):
+        types = set(map(type, chain.from_iterable(rows.values())))
+        if not _INT_OR_NULL.issuperset(types):
             raise ValueError("not a health state file")
-        if None in values and (None in values[0::4] or None in values[1::4] or None in values[2::4]):
-            raise ValueError("not a health state file")
+        if _NONE_TYPE in types:
+            values = list(chain.from_iterable(rows.values()))
+            if None in values[0::4] or None in values[1::4] or None in values[2::4]:
+                raise ValueError("not a health state file")
         return cls(rules, rows)
 
 
@@ -381,7 +383,8 @@ def _since(row: list[Any], oldest: int) -> list[Any]:
 
 
 #: the types a state file's rows may hold (bool is not int here: ``type(True) is bool``)
-_INT_OR_NULL = frozenset((int, type(None)))
+_NONE_TYPE = type(None)
+_INT_OR_NULL = frozenset((int, _NONE_TYPE))
 
 
 def queue_key(group: str, topic: str, broker: str, queue_id: int, client: str | None = None) -> str:
@@ -582,25 +585,32 @@ def assess_brief(
             row = windows.add_row(key, (now, consumer, broker, lag))
         keys.append(key)
         codes.append(status_code(row, need, online, warn))
+    counts: dict[str, int] = {}
     if not codes:
         verdict, worst, found = Verdict(Status.OK, "no queues"), None, {}
     else:
         top = max(codes)
+        named = codes.count(top)
         # worst_queue's choice: a collecting OK above a settled one, the first by name among equals
-        worst = min(keys) if top <= CODE_OK else min([k for k, c in zip(keys, codes, strict=True) if c == top])
+        if top <= CODE_OK or named == len(codes):
+            worst = min(keys)
+        else:
+            worst = min([k for k, c in zip(keys, codes, strict=True) if c == top])
         row = queues[worst]
         if top == CODE_CAUGHT_UP:
             v = _CAUGHT_UP
         else:
             v = evaluate_row(row, rules, clients)
             v = Verdict(v.status, v.reason, (), v.collecting)  # its sentence made once, shown twice
-        verdict = _group_verdict(worst, v, codes.count(top), len(codes), top == CODE_CAUGHT_UP)
+        verdict = _group_verdict(worst, v, named, len(codes), top == CODE_CAUGHT_UP)
         # a copy: the windows' rows move on in place, a result printed earlier keeps its own
         found = {worst: QueueHealth(v, list(row))}
+        if named == len(codes):  # the commonest group: every queue alike
+            counts[STATUS_NAMES[CODE_STATUS[top]]] = named
+        else:
+            for code in dict.fromkeys(codes):
+                name = STATUS_NAMES[CODE_STATUS[code]]
+                counts[name] = counts.get(name, 0) + codes.count(code)
     if error is not None:
         verdict = Verdict(Status.ERR, error)
-    counts: dict[str, int] = {}
-    for code in dict.fromkeys(codes):
-        name = STATUS_NAMES[CODE_STATUS[code]]
-        counts[name] = counts.get(name, 0) + codes.count(code)
     return GroupHealth(verdict, found, worst, counts)

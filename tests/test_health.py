@@ -141,13 +141,18 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
     for broken in (
         '{"format": "mqadmin-health-state/1", "queues": {"k": ["x", 1, 2, 3]}}',
         '{"format": "mqadmin-health-state/1", "queues": {"k": [0, null, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"j": [0, 1, 2, null], "k": [0, 1, 2, null, null, 1, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": [0, true, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": [0, 1.5, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"j": [], "k": [0, 1, 2]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": {"at": 0}}}',
         '{"format": "other"}',
         "[]",
     ):
         path.write_text(broken)
         with StateFile(path, RULES, warned.append).open(4 * MIN) as w:
             assert w.add("k", Sample(4 * MIN, 4, 5)) == [Sample(4 * MIN, 4, 5)], broken
-    assert len(warned) == 5
+    assert len(warned) == 10
 
 
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
