@@ -380,9 +380,13 @@ def report_mock(samples: dict[str, Sample], runs: int) -> None:
     for name, other in COMPARED.items():
         if name in samples and other in samples:
             a, b = samples[name], samples[other]
+            # the runs are interleaved: run i of one beside run i of the other shares the machine's
+            # load of that moment, so the median of the per-run ratios is the steadier figure
+            per_run = statistics.median(x / y for x, y in zip(a.cpu, b.cpu, strict=True))
             print(
                 f"{name}: {b.median / a.median:.2f}x the speed of {other} ({b.median * 1000:.0f} ms), "
-                f"client CPU {statistics.median(b.cpu) / statistics.median(a.cpu):.1f}x less, "
+                f"client CPU {statistics.median(a.cpu) * 1000:.0f} ms against {statistics.median(b.cpu) * 1000:.0f} ms "
+                f"({statistics.median(a.cpu) / statistics.median(b.cpu):.2f}x; per run, median {per_run:.2f}x), "
                 f"round trips {b.round_trips[-1]} -> {a.round_trips[-1]}"
             )
 

@@ -438,21 +438,15 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
     """A group's status, how many of its queues have each status, and the window of the queue the
     status comes from, in brief: bounded by the number of groups, however many queues lag (``-g``
     shows every queue's samples)."""
-    from mqadmin.health import STATUS_NAMES, verdict_json, worst_queue
+    from mqadmin.health import verdict_json, window_brief, worst_queue
 
-    names = [STATUS_NAMES[q.verdict.status] for q in health.queues.values()]
-    counts = {name: names.count(name) for name in dict.fromkeys(names)}
     worst = health.worst or worst_queue({k: q.verdict for k, q in health.queues.items()})
-    doc = {**verdict_json(health.verdict), "queues": counts}
+    doc = {**verdict_json(health.verdict), "queues": health.status_counts()}
     if worst is not None and health.queues[worst].verdict.status:
-        window = health.queues[worst].window
+        # the window in brief (-g shows each sample): 10,000 groups' samples cost seconds to print
         doc["worst_queue"] = {
             "queue": worst.split(" ", 1)[1],
             **verdict_json(health.queues[worst].verdict),
-            # the window in brief (-g shows each sample): 10,000 groups' samples cost seconds to print
-            "samples": len(window),
-            "since_ms": window[0].at_ms,
-            "consumer_offsets": [s.consumer for s in window],
-            "diffs": [s.diff for s in window],
+            **window_brief(health.queues[worst].row),
         }
     return doc

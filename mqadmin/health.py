@@ -219,6 +219,53 @@ def evaluate_row(row: Sequence[Any], rules: Rules, clients: Clients) -> Verdict:
 
 _CAUGHT_UP = Verdict(Status.OK, CAUGHT_UP)
 
+#: ``status_code``'s codes, in the order a group's worst queue is chosen by: caught up and other
+#: OKs tie, a collecting OK is above them (``worst_queue``), then WARN to REWIND
+CODE_CAUGHT_UP, CODE_OK, CODE_COLLECTING, CODE_WARN, CODE_STALL, CODE_STOP, CODE_REWIND = range(7)
+#: each code's status
+CODE_STATUS = (Status.OK, Status.OK, Status.OK, Status.WARN, Status.STALL, Status.STOP, Status.REWIND)
+
+
+def status_code(row: Sequence[Any], need: int, online: int | None, warn_lag_ms: int | None) -> int:
+    """``evaluate_row``'s status of a non-empty window, as a code: the same rules in the same order,
+    without a verdict, its facts or more columns than the status needs (80,000 queues a run; only
+    a group's worst queue gets a verdict). ``need``: the window's samples; ``online``: the clients
+    online, None when not read. A window whose offset has not moved (the commonest lagging one:
+    stuck, stopped, or a cluster sampled more often than its groups commit) is decided from its
+    consumer and max offsets alone."""
+    consumers = row[1::4]
+    cur = row[-3]
+    n = len(consumers)
+    if consumers.count(cur) == n:  # unmoved (so not rewound): every lag is the max offset minus ``cur``
+        if row[-2] <= cur:
+            return CODE_CAUGHT_UP
+        if min(row[2::4]) <= cur:
+            return CODE_OK
+        if n < need:
+            return CODE_COLLECTING
+        # unmoved since the first sample: idle for the whole span, active for none of it
+        return CODE_STOP if online == 0 and row[-4] > row[0] else CODE_STALL
+    if cur < max(consumers):
+        return CODE_REWIND
+    if row[-2] <= cur:
+        return CODE_CAUGHT_UP
+    diffs = list(map(operator.sub, row[2::4], consumers))
+    if min(diffs) <= 0:
+        return CODE_OK
+    if n < need:
+        return CODE_COLLECTING
+    moved_at = row[4 * consumers.index(cur)]
+    if online == 0 and row[-4] - moved_at > moved_at - row[0]:
+        return CODE_STOP
+    if cur == consumers[0]:
+        return CODE_STALL
+    if all(map(operator.gt, diffs[1:], diffs)):
+        return CODE_WARN
+    lag = row[-1]
+    if warn_lag_ms is not None and lag is not None and lag > warn_lag_ms:
+        return CODE_WARN
+    return CODE_OK
+
 
 def evaluate_group(verdicts: Mapping[str, Verdict], first: str | None = None) -> Verdict:
     """The worst queue's status, its reason named by queue, and how many queues share it;
@@ -227,14 +274,25 @@ def evaluate_group(verdicts: Mapping[str, Verdict], first: str | None = None) ->
     if first is None:
         return Verdict(Status.OK, "no queues")
     worst = verdicts[first]
+    return _group_verdict(
+        first,
+        worst,
+        sum(1 for v in verdicts.values() if v.status == worst.status),
+        len(verdicts),
+        worst.status == Status.OK and all(v.why == CAUGHT_UP for v in verdicts.values()),
+    )
+
+
+def _group_verdict(first: str, worst: Verdict, named: int, total: int, all_caught_up: bool) -> Verdict:
+    """A group's verdict from its worst queue's (key ``first``), the number of queues with the same
+    status, of all its queues, and whether every one is caught up (needed when the worst is OK)."""
     if worst.status == Status.OK and worst.collecting:
         return worst
     if worst.status == Status.OK:
-        if all(v.why == CAUGHT_UP for v in verdicts.values()):
+        if all_caught_up:
             return Verdict(Status.OK, CAUGHT_UP)
-        return Verdict(Status.OK, f"{len(verdicts)} queue(s) OK")
-    named = sum(1 for v in verdicts.values() if v.status == worst.status)
-    more = f" (and {named - 1} more of {len(verdicts)} queues)" if named > 1 else ""
+        return Verdict(Status.OK, f"{total} queue(s) OK")
+    more = f" (and {named - 1} more of {total} queues)" if named > 1 else ""
     where = first.split(" ", 1)[1]  # the queue, without the group the reason is about
     return Verdict(worst.status, f"{where}: {worst.reason}{more}")
 
@@ -285,8 +343,7 @@ class Windows:
         row = [*row[-kept:], *sample] if row and kept > 0 else list(sample)
         oldest = sample[0] - self.rules.max_age_ms
         if row[0] < oldest:
-            ats = row[0::4]
-            row = row[4 * next(i for i, at in enumerate(ats) if at >= oldest) :]
+            row = _since(row, oldest)
         self.queues[key] = row
         return row
 
@@ -303,19 +360,31 @@ class Windows:
     def from_json(cls, doc: Any, rules: Rules) -> Windows:
         if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("queues"), dict):
             raise ValueError("not a health state file")
-        # the rows are this module's own writing; one pass checks they are whole-number rows still
-        # (each check runs in C over a whole row: 10,000 groups hold some 1.6 million numbers)
+        # the rows are this module's own writing; one pass checks they are whole-number rows still,
+        # over all rows at once (10,000 groups hold some 1.6 million numbers): every row a list of
+        # samples, every value an int or null, and the nulls only where lag times are
         rows = doc["queues"]
-        for r in rows.values():
-            if type(r) is not list or len(r) % 4 or not _INT_OR_NULL.issuperset(map(type, r)):
-                raise ValueError("not a health state file")
-            if None in r and (None in r[0::4] or None in r[1::4] or None in r[2::4]):
+        if not {list}.issuperset(map(type, rows.values())) or any(n % 4 for n in set(map(len, rows.values()))):
+            raise ValueError("not a health state file")
+        types = set(map(type, chain.from_iterable(rows.values())))
+        if not _INT_OR_NULL.issuperset(types):
+            raise ValueError("not a health state file")
+        if _NONE_TYPE in types:
+            values = list(chain.from_iterable(rows.values()))
+            if None in values[0::4] or None in values[1::4] or None in values[2::4]:
                 raise ValueError("not a health state file")
         return cls(rules, rows)
 
 
+def _since(row: list[Any], oldest: int) -> list[Any]:
+    """``row`` without its samples older than ``oldest`` (its last sample is not)."""
+    ats = row[0::4]
+    return row[4 * next(i for i, at in enumerate(ats) if at >= oldest) :]
+
+
 #: the types a state file's rows may hold (bool is not int here: ``type(True) is bool``)
-_INT_OR_NULL = frozenset((int, type(None)))
+_NONE_TYPE = type(None)
+_INT_OR_NULL = frozenset((int, _NONE_TYPE))
 
 
 def queue_key(group: str, topic: str, broker: str, queue_id: int, client: str | None = None) -> str:
@@ -387,6 +456,18 @@ def samples_json(window: Iterable[Sample]) -> list[dict[str, Any]]:
     return [s.to_json() for s in window]
 
 
+def window_brief(row: Sequence[Any]) -> dict[str, Any]:
+    """A window in brief, from its flat row: how many samples, since when, the consumer offsets
+    and the lags (``Sample.diff``)."""
+    consumers = row[1::4]
+    return {
+        "samples": len(consumers),
+        "since_ms": row[0],
+        "consumer_offsets": consumers,
+        "diffs": [d if d > 0 else 0 for d in map(operator.sub, row[2::4], consumers)],
+    }
+
+
 def samples_of(row: Sequence[Any]) -> list[Sample]:
     """A flat row of the state file as samples."""
     it = iter(row)
@@ -412,9 +493,18 @@ class GroupHealth:
     """A group's status and each of its queues' (keyed by ``queue_key``)."""
 
     verdict: Verdict
+    #: every queue (``assess``), or only the worst one when ``counts`` is given (``assess_brief``)
     queues: dict[str, QueueHealth] = field(default_factory=dict)
     #: the key of the queue the status comes from (``worst_queue``), None without queues
     worst: str | None = None
+    #: how many queues have each status, in the order of the queues that first have it
+    counts: dict[str, int] | None = None
+
+    def status_counts(self) -> dict[str, int]:
+        if self.counts is not None:
+            return self.counts
+        names = [STATUS_NAMES[q.verdict.status] for q in self.queues.values()]
+        return {name: names.count(name) for name in dict.fromkeys(names)}
 
 
 def verdict_json(v: Verdict) -> dict[str, Any]:
@@ -462,3 +552,65 @@ def assess(
     if error is not None:
         verdict = Verdict(Status.ERR, error)
     return GroupHealth(verdict, queues, worst)
+
+
+def assess_brief(
+    windows: Windows,
+    rules: Rules,
+    now: int,
+    samples: Iterable[tuple[str, int, int, int | None]],
+    clients: Clients,
+    error: str | None = None,
+) -> GroupHealth:
+    """``assess`` for one group of many (every group of a cluster, whose output shows each group's
+    status, its queues counted by status, and its worst queue): the same windows, statuses and
+    group verdict, but only the worst queue gets a verdict and a place in ``queues``; the others'
+    statuses come from ``status_code``. ``samples``: (queue key, consumer offset, max offset, lag
+    time) taken at ``now``."""
+    queues = windows.queues
+    get = queues.get
+    kept = 4 * (rules.samples - 1)  # the samples before this one, as add_row keeps them
+    oldest = now - rules.max_age_ms
+    need, online, warn = rules.samples, clients.online, rules.warn_lag_ms
+    keys: list[str] = []
+    codes: list[int] = []
+    full = kept + 4
+    for key, consumer, broker, lag in samples:
+        row = get(key)
+        if row is not None and len(row) == full and kept > 0 and row[-4] < now and row[4] >= oldest:
+            # add_row's commonest case, in place: a full window moves on by one sample
+            del row[:4]
+            row += (now, consumer, broker, lag)
+        else:
+            row = windows.add_row(key, (now, consumer, broker, lag))
+        keys.append(key)
+        codes.append(status_code(row, need, online, warn))
+    counts: dict[str, int] = {}
+    if not codes:
+        verdict, worst, found = Verdict(Status.OK, "no queues"), None, {}
+    else:
+        top = max(codes)
+        named = codes.count(top)
+        # worst_queue's choice: a collecting OK above a settled one, the first by name among equals
+        if top <= CODE_OK or named == len(codes):
+            worst = min(keys)
+        else:
+            worst = min([k for k, c in zip(keys, codes, strict=True) if c == top])
+        row = queues[worst]
+        if top == CODE_CAUGHT_UP:
+            v = _CAUGHT_UP
+        else:
+            v = evaluate_row(row, rules, clients)
+            v = Verdict(v.status, v.reason, (), v.collecting)  # its sentence made once, shown twice
+        verdict = _group_verdict(worst, v, named, len(codes), top == CODE_CAUGHT_UP)
+        # a copy: the windows' rows move on in place, a result printed earlier keeps its own
+        found = {worst: QueueHealth(v, list(row))}
+        if named == len(codes):  # the commonest group: every queue alike
+            counts[STATUS_NAMES[CODE_STATUS[top]]] = named
+        else:
+            for code in dict.fromkeys(codes):
+                name = STATUS_NAMES[CODE_STATUS[code]]
+                counts[name] = counts.get(name, 0) + codes.count(code)
+    if error is not None:
+        verdict = Verdict(Status.ERR, error)
+    return GroupHealth(verdict, found, worst, counts)

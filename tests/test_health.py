@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,13 +141,18 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
     for broken in (
         '{"format": "mqadmin-health-state/1", "queues": {"k": ["x", 1, 2, 3]}}',
         '{"format": "mqadmin-health-state/1", "queues": {"k": [0, null, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"j": [0, 1, 2, null], "k": [0, 1, 2, null, null, 1, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": [0, true, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": [0, 1.5, 2, 3]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"j": [], "k": [0, 1, 2]}}',
+        '{"format": "mqadmin-health-state/1", "queues": {"k": {"at": 0}}}',
         '{"format": "other"}',
         "[]",
     ):
         path.write_text(broken)
         with StateFile(path, RULES, warned.append).open(4 * MIN) as w:
             assert w.add("k", Sample(4 * MIN, 4, 5)) == [Sample(4 * MIN, 4, 5)], broken
-    assert len(warned) == 5
+    assert len(warned) == 10
 
 
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
@@ -194,3 +201,78 @@ def test_a_run_holding_the_lock_too_long_is_named(tmp_path: Path, monkeypatch: p
             pass
     finally:
         os.close(fd)
+
+
+def _random_row(rnd: random.Random, samples: int) -> list[int | None]:
+    """A window as the state file holds it, from small offsets so that equal offsets, caught-up
+    samples, unmoved and rewound windows are common; times mostly a minute apart, at times not."""
+    row: list[int | None] = []
+    at, consumer, broker = rnd.randrange(0, 10 * MIN), rnd.randrange(0, 6), rnd.randrange(0, 8)
+    moving = rnd.random() < 0.5
+    for _ in range(samples):
+        row += [at, consumer, broker, rnd.choice([None, 0, rnd.randrange(0, 20 * MIN)])]
+        at += rnd.choice([MIN, MIN, MIN, 0, rnd.randrange(-MIN, 40 * MIN)])
+        if moving or rnd.random() < 0.2:
+            consumer = max(consumer + rnd.randrange(-2, 4), 0)
+        broker = max(broker + rnd.randrange(-1, 4), 0)
+    return row
+
+
+def test_status_code_is_evaluate_row_over_many_windows() -> None:
+    """The fast path (a status from the deciding figures only) against the full evaluation: the same
+    status, collecting and caught-up for every generated window, each status reached."""
+    rnd = random.Random(20260514)
+    seen: set[int] = set()
+    for _ in range(5_000):
+        rules = Rules(rnd.randrange(2, 7), 30 * MIN, rnd.choice([None, 5 * MIN]))
+        online = rnd.choice([None, 0, 0, 1, 3])
+        row = _random_row(rnd, rnd.randrange(1, rules.samples + 2))
+        full = health.evaluate_row(row, rules, Clients(online))
+        code = health.status_code(row, rules.samples, online, rules.warn_lag_ms)
+        got = (health.CODE_STATUS[code], code == health.CODE_COLLECTING, code == health.CODE_CAUGHT_UP)
+        assert got == (full.status, full.collecting is not None, full.why == health.CAUGHT_UP), (row, rules, online)
+        seen.add(code)
+    assert seen == set(range(7)), "the generated windows reach every code"
+
+
+def test_assess_brief_is_assess_for_many_groups() -> None:
+    """A group of many (all groups) evaluated the fast way: the same windows kept, group verdict,
+    worst queue and its verdict, and counts by status as ``assess`` with every queue's verdict."""
+    rnd = random.Random(7)
+    for _ in range(600):
+        rules = Rules(rnd.randrange(2, 6), rnd.choice([30 * MIN, 3 * MIN]), rnd.choice([None, 5 * MIN]))
+        clients = Clients(rnd.choice([None, 0, 2]))
+        now = 60 * MIN
+        before: dict[str, list[Any]] = {}
+        samples = []
+        for q in range(rnd.randrange(0, 7)):
+            key = f"g T b{q % 2} {q}"
+            if rnd.random() < 0.85:  # a queue with earlier samples (some too old, one at this instant)
+                row = _random_row(rnd, rnd.randrange(0, rules.samples + 3))
+                if row:
+                    shift = now - row[-4] - rnd.choice([0, MIN, MIN, 2 * MIN])  # type: ignore[operator]
+                    row[0::4] = [at + shift for at in row[0::4]]  # type: ignore[operator]
+                before[key] = row
+            consumer = rnd.randrange(0, 12)
+            samples.append((key, consumer, consumer + rnd.choice([0, 0, 1, 5]), rnd.choice([None, 0, 10 * MIN])))
+        error = rnd.choice([None, None, "b did not answer"])
+        full_w = Windows(rules, {k: list(v) for k, v in before.items()})
+        brief_w = Windows(rules, {k: list(v) for k, v in before.items()})
+        full = health.assess(full_w, rules, [(k, (now, c, b, lag)) for k, c, b, lag in samples], clients, error)
+        brief = health.assess_brief(brief_w, rules, now, samples, clients, error)
+        assert brief_w.queues == full_w.queues and list(brief_w.queues) == list(full_w.queues)
+        v, f = brief.verdict, full.verdict
+        assert (v.status, v.reason, v.collecting) == (f.status, f.reason, f.collecting), samples
+        assert brief.worst == full.worst
+        assert list(brief.status_counts().items()) == list(full.status_counts().items())
+        if full.worst is not None:
+            bq, fq = brief.queues[full.worst], full.queues[full.worst]
+            assert (bq.verdict.status, bq.verdict.reason, bq.verdict.collecting, bq.row) == (
+                fq.verdict.status,
+                fq.verdict.reason,
+                fq.verdict.collecting,
+                fq.row,
+            )
+            kept = list(brief.queues[full.worst].row)
+            health.assess_brief(brief_w, rules, now + MIN, samples, clients)
+            assert brief.queues[full.worst].row == kept, "the next run's samples do not reach a result shown"
