@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +23,12 @@ from mqadmin.output import Env
 
 #: real clusters shared across modules: the fixture, and the hooks that stop each after its last user
 pytest_plugins = ["tests.support.shared_clusters"]
+
+# A suite started in the background (`make test &`, `nohup`, some CI runners) inherits SIGINT
+# ignored, which Python then leaves ignored, and so do the commands it runs: the Ctrl-C tests
+# would press a key that does nothing. Handle it as a terminal's foreground process does.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: broker behaviours the mock implements: 4.x (client-push reset, nearest time search) and 5.x
 BROKER_VERSIONS = ("4.9.8", "5.3.3")
