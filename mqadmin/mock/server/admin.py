@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import fastjson, names
+from mqadmin.mock.lite import LITE_SINCE
 from mqadmin.mock.server.broker import MAX_QUEUE_NUMS, data_version
 from mqadmin.mock.server.role import bad
 from mqadmin.model import MessageQueue, OffsetWrapper, QueueStats
@@ -22,7 +23,13 @@ from mqadmin.protocol.bodies import (
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode, version_name
 from mqadmin.protocol.constants import PERM_READ_WRITE
-from mqadmin.protocol.headers import BrokerConsumeStatsHeader, ConsumeStatsHeader, CreateTopicHeader, TopicHeader
+from mqadmin.protocol.headers import (
+    BrokerConsumeStatsHeader,
+    ConsumeStatsHeader,
+    CreateTopicHeader,
+    LiteGroupInfoHeader,
+    TopicHeader,
+)
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -130,7 +137,7 @@ def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Rem
     topic = TopicHeader.parse(req).topic
     table: dict[MessageQueue, QueueStats] = {}
     with role.lock:
-        cfg = role.broker.topic_config(topic)
+        cfg = role.broker.queue_config(topic)
         if cfg is None:
             raise bad(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         queues = int(cfg["writeQueueNums"])
@@ -179,6 +186,17 @@ def broker_consume_stats(role: BrokerRole, conn: Connection, req: RemotingComman
         listed.append((group, [ConsumeStatsBody(s.offsets, s.consume_tps, with_pull) for s in per_topic]))
     body = ConsumeStatsListBody(role.broker.addr, listed, total_diff, total_inflight)
     return role.reply(req, body=body.encode())
+
+
+def lite_group_info(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """GET_LITE_GROUP_INFO (5.5+): a lite group's lag, overall or of one lite topic (see mock.lite)."""
+    if role.server.v < LITE_SINCE:
+        return role.reply(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+    header = LiteGroupInfoHeader.parse(req)
+    with role.lock:
+        body = role.broker.lite_group_info(header.group, req.ext_str("liteTopic"), header.topK)
+    role.persist_configs()  # an unknown group asked about was created, as the broker does
+    return role.reply(req, body=fastjson.dumps(body).encode())
 
 
 # -- the broker --------------------------------------------------------------------------------
