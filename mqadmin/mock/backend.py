@@ -295,8 +295,8 @@ class MockAdmin:
         cplus: bool = False,
     ) -> dict[MessageQueue, int]:
         self._check(topic, group)
-        route = self.topic_route(topic)
-        names = [broker_name] if broker_name else [b.broker_name for b in route.brokers]
+        # a named broker is asked without the route, as the remoting backend does (an LMQ has none)
+        names = [broker_name] if broker_name else [b.broker_name for b in self.topic_route(topic).brokers]
         out: dict[MessageQueue, int] = {}
         for name in names:
             table = self._broker(name).reset_offset(topic, group, ts_ms, force, queue_id, offset)
