@@ -189,12 +189,10 @@ def fill_lite_topic(
     if broker.topic_config(parent) is None:
         broker.create_lite_topic(parent, queues)
     n = int(broker.topics[parent]["writeQueueNums"])
-    t = start_ms
+    t, sent = start_ms, 0
     for lite_topic, count in counts.items():
         for i in range(count):
-            msg = Message(
-                parent, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}, queue_id=(t - start_ms) % n
-            )
+            msg = Message(parent, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}, queue_id=sent % n)
             broker.put_message(msg, store_timestamp=t)
-            t += step_ms
+            t, sent = t + step_ms, sent + 1
     return t
