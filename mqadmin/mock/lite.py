@@ -13,6 +13,7 @@ its own: the broker answers any LMQ name with a one-queue config (LmqTopicConfig
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import errors, names
@@ -56,6 +57,28 @@ def queue_name_problem(topic: str, lite_on: bool) -> str | None:
     if parts is None:
         return names.topic_problem(topic)
     return names.topic_problem(parts[0]) or names.topic_problem(parts[1])
+
+
+def altered(current: Mapping[str, str] | None, changes: Mapping[str, str]) -> dict[str, str]:
+    """Attributes after an update's ``+key`` (set) and ``-key`` (remove) entries, as the broker
+    applies them to a topic or group (AttributeUtil.alterCurrentAttributes; unknown keys kept)."""
+    out = dict(current or {})
+    for key, value in changes.items():
+        if key.startswith("+"):
+            out[key[1:]] = value
+        elif key.startswith("-"):
+            out.pop(key[1:], None)
+    return dict(sorted(out.items()))
+
+
+def topic_attributes(text: str | None) -> dict[str, str]:
+    """UPDATE_AND_CREATE_TOPIC's ``attributes`` field, ``+message.type=LITE,-key``, as a map."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        key, _, value = part.strip().partition("=")
+        if key:
+            out[key] = value
+    return out
 
 
 def queue_config(lmq: str) -> dict[str, Any]:

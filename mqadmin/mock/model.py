@@ -187,11 +187,20 @@ class MockBroker:
             return True
 
     # ---- topics and groups ----
-    def create_topic(self, topic: str, read_queues: int = 4, write_queues: int | None = None, perm: int = 6) -> None:
+    def create_topic(
+        self,
+        topic: str,
+        read_queues: int = 4,
+        write_queues: int | None = None,
+        perm: int = 6,
+        attributes: dict[str, str] | None = None,
+    ) -> None:
+        """Create or update a topic; ``attributes``: the update's +key/-key changes (5.x)."""
         problem = names.topic_problem(topic)
         if problem:
             raise errors.InvalidParameter(problem, self.addr)
         with self._lock:
+            kept = (self.topics.get(topic) or {}).get("attributes")
             self.topics[topic] = {
                 "order": False,
                 "perm": perm,
@@ -201,9 +210,11 @@ class MockBroker:
                 "topicSysFlag": 0,
                 "writeQueueNums": read_queues if write_queues is None else write_queues,
             }
+            if kept or attributes:
+                self.topics[topic]["attributes"] = lite.altered(kept, attributes or {})
             self._dirty = True
 
-    def ensure_group(self, group: str, *, retry_topic: bool = True) -> None:
+    def ensure_group(self, group: str, *, retry_topic: bool = True, attributes: dict[str, str] | None = None) -> None:
         """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic; an
         explicit updateSubGroup (``retry_topic=False``) creates the group alone, as the broker's
         updateAndCreateSubscriptionGroup does (broker: AdminBrokerProcessor.java)."""
@@ -224,22 +235,20 @@ class MockBroker:
                     "whichBrokerWhenConsumeSlowly": 1,
                 }
                 self._dirty = True
+            if attributes:  # the update's +key/-key changes (5.x)
+                self.groups[group]["attributes"] = lite.altered(self.groups[group].get("attributes"), attributes)
+                self._dirty = True
             retry = RETRY_PREFIX + group
             if retry_topic and retry not in self.topics:
                 self.create_topic(retry, 1)
 
     def create_lite_topic(self, parent: str, queues: int = 4) -> None:
         """A lite parent topic (updateTopic with the attribute +message.type=LITE)."""
-        with self._lock:
-            self.create_topic(parent, queues)
-            self.topics[parent]["attributes"] = {lite.MESSAGE_TYPE: "LITE"}
+        self.create_topic(parent, queues, attributes={"+" + lite.MESSAGE_TYPE: "LITE"})
 
     def ensure_lite_group(self, group: str, parent: str) -> None:
         """A lite group of ``parent`` (updateSubGroup with the attribute +lite.bind.topic=PARENT)."""
-        with self._lock:
-            self.ensure_group(group, retry_topic=False)
-            self.groups[group]["attributes"] = {lite.BIND_TOPIC: parent}
-            self._dirty = True
+        self.ensure_group(group, retry_topic=False, attributes={"+" + lite.BIND_TOPIC: parent})
 
     def lite_group_info(self, group: str, lite_topic: str | None, top_k: int) -> dict[str, Any]:
         """GET_LITE_GROUP_INFO's body (see mock.lite)."""

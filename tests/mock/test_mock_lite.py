@@ -173,3 +173,33 @@ def test_both_doors_answer_the_same_and_the_lmq_is_an_ordinary_queue(served: tup
             remote.topic_route(mq.topic)
     finally:
         remote.close()
+
+
+def test_a_lite_topic_and_group_made_over_the_wire_as_the_java_tool_makes_them(
+    served: tuple[MockServer, MockCluster],
+) -> None:
+    """updateTopic with +message.type=LITE and updateSubGroup with +lite.bind.topic (the requests
+    the real-broker lite tests send): the attributes are kept, and the group is a lite group."""
+    server, cluster = served
+    client = RawClient(server.broker_addrs["broker-a"])
+    remote = RemotingAdmin(server.namesrv_addr, timeout=5)
+    try:
+        ext = {"topic": "LP2", "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+        reply = client.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {**ext, "attributes": "+message.type=LITE"})
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        group = {"groupName": "LG2", "consumeEnable": True, "attributes": {"+lite.bind.topic": "LP2"}}
+        reply = client.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(group).encode())
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        b = cluster.brokers["broker-a"]
+        assert b.topics["LP2"]["attributes"] == {"message.type": "LITE"}
+        assert b.groups["LG2"]["attributes"] == {"lite.bind.topic": "LP2"}
+        assert "%RETRY%LG2" not in b.topics  # updateSubGroup makes no retry topic
+        for i in range(3):
+            remote.send("LP2", Message("LP2", b"x", {"__LITE_TOPIC": f"t{i}"}))
+        remote.update_consumer_offset("LG2", MessageQueue("%LMQ%$LP2$t1", "broker-a", 0), 0)
+        info = remote.lite_group_info("LG2", None, 20)["broker-a"]
+        assert isinstance(info, LiteGroupInfo) and (info.parent_topic, info.total_lag) == ("LP2", 1)
+        assert [(t.lite_topic, t.lag) for t in info.top] == [("t1", 1)]
+    finally:
+        remote.close()
+        client.close()

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import fastjson, names
+from mqadmin.mock import lite
 from mqadmin.mock.lite import LITE_SINCE
 from mqadmin.mock.server.broker import MAX_QUEUE_NUMS, data_version
 from mqadmin.mock.server.role import bad
@@ -64,8 +65,9 @@ def create_topic(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
             )
     if not 0 <= perm <= PERM_READ_WRITE | 0x1:
         raise bad(ResponseCode.INVALID_PARAMETER, f"perm {perm} is not a permission (0..7)")
+    attributes = lite.topic_attributes(req.ext_str("attributes")) if role.server.v5 else None
     with role.lock:
-        role.broker.create_topic(topic, read, write, perm)
+        role.broker.create_topic(topic, read, write, perm, attributes)
     role.persist_configs()
     return role.reply(req)
 
@@ -75,13 +77,14 @@ def create_group(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
     try:
         data = fastjson.loads(req.body)
         group = str(data["groupName"])
-    except (ValueError, KeyError, TypeError):
+        attributes = {str(k): str(v) for k, v in (data.get("attributes") or {}).items()} if role.server.v5 else None
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise bad(ResponseCode.SYSTEM_ERROR, "the request body is not a SubscriptionGroupConfig") from None
     problem = names.group_problem(group)
     if problem:  # AdminBrokerProcessor.updateAndCreateSubscriptionGroup (TopicValidator.validateGroup)
         raise bad(ResponseCode.INVALID_PARAMETER, problem)
     with role.lock:
-        role.broker.ensure_group(group, retry_topic=False)
+        role.broker.ensure_group(group, retry_topic=False, attributes=attributes)
     role.persist_configs()
     return role.reply(req)
 
@@ -118,7 +121,10 @@ def topic_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
         cfg = role.broker.topic_config(topic)
         if cfg is None:
             raise bad(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
-        doc = {"attributes": {}, **{k: v for k, v in sorted(cfg.items()) if k != "attributes"}}
+        doc = {
+            "attributes": dict(cfg.get("attributes") or {}),
+            **{k: v for k, v in sorted(cfg.items()) if k != "attributes"},
+        }
     return role.reply(req, body=fastjson.dumps(dict(sorted(doc.items()))).encode())
 
 
