@@ -363,8 +363,8 @@ class BrokerStore:
             lmq_cqs = [self.queue(name, 0) for name in lmqs]
             if lmq_cqs:
                 flag, body, props, tags = items[0]
-                offsets = ",".join(str(q.max_offset) for q in lmq_cqs)
-                items = [(flag, body, props + f"{MULTI_QUEUE_OFFSET}\x01{offsets}\x02".encode(), tags)]
+                lmq_offsets = ",".join(str(q.max_offset) for q in lmq_cqs)
+                items = [(flag, body, props + f"{MULTI_QUEUE_OFFSET}\x01{lmq_offsets}\x02".encode(), tags)]
             born, born_v6 = pack_host(fields.born_host)
             store, store_v6 = pack_host(fields.store_host)
             sys_flag = fields.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
