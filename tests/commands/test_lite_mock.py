@@ -29,7 +29,14 @@ def lite_store(tmp_path: Path, door: str) -> Iterator[tuple[str, Path, int]]:
     """A 5.5.1 store with LITES sent (the first half before the mark, the rest after it) and
     committed, and a plain group. Yields (address, store root, the mark)."""
     root = tmp_path / "lite"
-    cluster = MockCluster.create(root, ("broker-a",), version="5.5.1")
+    mark = _build(root)
+    with store_address(root, door) as addr:
+        yield addr, root, mark
+
+
+def _build(root: Path, **conf: str) -> int:
+    """The store of ``lite_store`` (``conf``: broker.conf settings); returns the mark."""
+    cluster = MockCluster.create(root, ("broker-a",), version="5.5.1", broker_config=conf or None)
     broker = cluster.brokers["broker-a"]
     broker.create_lite_topic(PARENT, 2)  # two queues: a message's parent offset is not its LMQ offset
     t = fill_lite_topic(broker, PARENT, {n: LITES[n][0] for n in FIRST_HALF}, START, STEP)
@@ -43,8 +50,7 @@ def lite_store(tmp_path: Path, door: str) -> Iterator[tuple[str, Path, int]]:
     for q in range(2):
         broker.update_consumer_offset(PLAIN_GROUP, PLAIN_TOPIC, q, 0)
     cluster.close()
-    with store_address(root, door) as addr:
-        yield addr, root, mark
+    return mark
 
 
 def _truth(root: Path) -> dict[str, tuple[int, int]]:
@@ -183,3 +189,18 @@ def test_reset_to_earliest_and_a_dry_run(cli: Callable[..., CliResult], lite_sto
     assert {n: c for n, (_, c) in _truth(root).items()} == dict.fromkeys(LITES, 0)
     shown = _json(cli("consumerProgress", "-n", addr, "-g", GROUP, "--all", "--json"))
     assert {r["lite_topic"]: r["diff"] for r in shown["lite_topics"]} == {n: hi for n, (hi, _) in before.items()}
+
+
+def test_a_broker_without_server_side_reset_takes_direct_updates(
+    cli: Callable[..., CliResult], tmp_path: Path, door: str
+) -> None:
+    """useServerSideResetOffset=false and nobody online: each lite topic's offset is written
+    directly (UPDATE_CONSUMER_OFFSET on its LMQ), and read back."""
+    root = tmp_path / "direct"
+    _build(root, useServerSideResetOffset="false")
+    with store_address(root, door) as addr:
+        doc = _json(
+            cli("resetOffsetByTime", "-n", addr, "-t", PARENT, "-g", GROUP, "--to-offset", "1", "--yes", "--json")
+        )
+        assert doc["method_code"] == {"broker-a": "direct"}
+        assert {n: c for n, (_, c) in _truth(root).items()} == dict.fromkeys(LITES, 1)

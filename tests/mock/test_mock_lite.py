@@ -203,3 +203,30 @@ def test_a_lite_topic_and_group_made_over_the_wire_as_the_java_tool_makes_them(
     finally:
         remote.close()
         client.close()
+
+
+def test_a_lite_topic_name_that_cannot_be_a_folder_is_refused_and_nothing_is_stored(
+    served: tuple[MockServer, MockCluster],
+) -> None:
+    server, cluster = served
+    b = cluster.brokers["broker-a"]
+    before = [b.max_offset(PARENT, q) for q in (0, 1)], b.store.topics_on_disk()
+    remote = RemotingAdmin(server.namesrv_addr, timeout=5)
+    try:
+        for bad in ("../x", "a$b", "a/b"):
+            with pytest.raises(errors.InvalidParameter):
+                remote.send(PARENT, Message(PARENT, b"x", {"__LITE_TOPIC": bad}))
+    finally:
+        remote.close()
+    assert ([b.max_offset(PARENT, q) for q in (0, 1)], b.store.topics_on_disk()) == before
+
+
+def test_a_broker_before_55_does_not_know_the_request(tmp_path: Path) -> None:
+    cluster = _store(tmp_path / "s", "5.3.3")
+    server = MockServer(cluster, namesrv_port=0).start()
+    try:
+        code, _, _ = _raw(server, GROUP, "")
+        assert code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    finally:
+        server.stop()
+        cluster.close()
