@@ -204,3 +204,16 @@ def test_a_broker_without_server_side_reset_takes_direct_updates(
         )
         assert doc["method_code"] == {"broker-a": "direct"}
         assert {n: c for n, (_, c) in _truth(root).items()} == dict.fromkeys(LITES, 1)
+
+
+def test_the_all_groups_view_lists_the_lite_group_with_its_total_lag(
+    cli: Callable[..., CliResult], lite_store: tuple[str, Path, int]
+) -> None:
+    addr, root, _ = lite_store
+    truth = _truth(root)
+    rows = {g["group"]: g for g in _json(cli("consumerProgress", "-n", addr, "--json"))["groups"]}
+    assert rows[GROUP]["diff_total"] == sum(hi - c for hi, c in truth.values())
+    # the mock has no lite consumers, so no lag-time metrics: unknown, as on a broker without them
+    assert rows[GROUP]["lag_time_ms"] is None and rows[GROUP]["version"] == "OFFLINE"
+    java = cli("consumerProgress", "-n", addr, "--output", "java")
+    assert java.code == 0 and GROUP not in java.stdout, java.stderr
