@@ -198,9 +198,11 @@ def lite_group_info(role: BrokerRole, conn: Connection, req: RemotingCommand) ->
     """GET_LITE_GROUP_INFO (5.5+): a lite group's lag, overall or of one lite topic (see mock.lite)."""
     if role.server.v < LITE_SINCE:
         return role.reply(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+    lite_topic = req.ext_str("liteTopic")  # may be absent: the top list, and a body without it
+    req.ext_fields.setdefault("liteTopic", "")
     header = LiteGroupInfoHeader.parse(req)
     with role.lock:
-        body = role.broker.lite_group_info(header.group, req.ext_str("liteTopic"), header.topK)
+        body = role.broker.lite_group_info(header.group, lite_topic, header.topK)
     role.persist_configs()  # an unknown group asked about was created, as the broker does
     return role.reply(req, body=fastjson.dumps(body).encode())
 
