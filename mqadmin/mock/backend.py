@@ -8,12 +8,13 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from mqadmin import errors, names
 from mqadmin.config import default_home
 from mqadmin.message import iter_messages
+from mqadmin.mock import lite
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import MockBroker
 from mqadmin.model import (
@@ -24,6 +25,7 @@ from mqadmin.model import (
     ConsumerConnection,
     ConsumeStats,
     LiteGroupInfo,
+    LiteLag,
     Message,
     MessageQueue,
     OffsetWrapper,
@@ -34,7 +36,10 @@ from mqadmin.model import (
     TopicRoute,
     in_queue_order,
 )
+from mqadmin.protocol.codes import RequestCode
 from mqadmin.protocol.constants import RETRY_PREFIX
+
+GET_LITE_GROUP_INFO = int(RequestCode.GET_LITE_GROUP_INFO)
 
 DEMO_NAME = "demo"
 
@@ -129,10 +134,11 @@ class MockAdmin:
             raise errors.ConnectError(f"no broker named {name!r} in {self.address}")
         return broker
 
-    @staticmethod
-    def _check(topic: str | None = None, group: str | None = None) -> None:
-        """The broker's name rule (TopicValidator), before a name can reach the store's paths."""
-        problem = (names.topic_problem(topic) if topic is not None else None) or (
+    def _check(self, topic: str | None = None, group: str | None = None) -> None:
+        """The broker's name rule (TopicValidator), before a name can reach the store's paths;
+        with lite topics on, a lite topic's queue (%LMQ%$parent$lite) too."""
+        lite_on = topic is not None and any(b.lite_on for b in self.cluster.brokers.values())
+        problem = (lite.queue_name_problem(topic, lite_on) if topic is not None else None) or (
             names.group_problem(group) if group is not None else None
         )
         if problem:
@@ -208,6 +214,9 @@ class MockAdmin:
             if route is not None:
                 names.extend(b.broker_name for b in route.brokers if b.broker_name not in names)
         if not names:
+            # no retry topic (a group made by updateSubGroup, a lite group): the brokers holding it
+            names = [n for n, b in self.cluster.brokers.items() if group in b.groups]
+        if not names:
             raise errors.TopicNotExist(f"No topic route info in name server for the topic: {RETRY_PREFIX}{group}")
         return [self._broker(n) for n in names]
 
@@ -257,8 +266,20 @@ class MockAdmin:
     def lite_group_info(
         self, group: str, lite_topic: str | None, top_k: int
     ) -> dict[str, LiteGroupInfo | errors.MqadminError]:
-        """The mock models no lite topics: no broker holds a lite group."""
-        return {}
+        """Each 5.5+ broker's answer (see mock.lite), as the remoting backend reads it; brokers
+        before 5.5 do not know the request."""
+        out: dict[str, LiteGroupInfo | errors.MqadminError] = {}
+        for name, broker in self.cluster.brokers.items():
+            if broker.version_tuple < lite.LITE_SINCE:
+                out[name] = errors.RequestCodeNotSupported(f" request type {GET_LITE_GROUP_INFO} not supported")
+                continue
+            try:
+                body = broker.lite_group_info(group, lite_topic if lite_topic is not None else "", top_k)
+            except errors.MqadminError as exc:
+                out[name] = exc
+                continue
+            out[name] = _lite_info(body)
+        return out
 
     # reset
     def reset_offset_by_time(
@@ -274,8 +295,8 @@ class MockAdmin:
         cplus: bool = False,
     ) -> dict[MessageQueue, int]:
         self._check(topic, group)
-        route = self.topic_route(topic)
-        names = [broker_name] if broker_name else [b.broker_name for b in route.brokers]
+        # a named broker is asked without the route, as the remoting backend does (an LMQ has none)
+        names = [broker_name] if broker_name else [b.broker_name for b in self.topic_route(topic).brokers]
         out: dict[MessageQueue, int] = {}
         for name in names:
             table = self._broker(name).reset_offset(topic, group, ts_ms, force, queue_id, offset)
@@ -287,7 +308,7 @@ class MockAdmin:
         """``group`` is accepted and not checked: the embedded mock has no ACL."""
         self._check(mq.topic)
         broker = self._broker(mq.broker_name)
-        if broker.topic_config(mq.topic) is None:  # as a broker answers PULL_MESSAGE
+        if broker.queue_config(mq.topic) is None:  # as a broker answers PULL_MESSAGE
             raise errors.TopicNotExist(f"topic[{mq.topic}] not exist, apply first please!", broker.addr)
         outcome = broker.pull(None, mq.topic, mq.queue_id, offset, max_nums)
         messages = [m for r in outcome.records for m in iter_messages(r)]
@@ -331,10 +352,31 @@ class _LazyPull:
     def result(self) -> RawPull:
         admin, mq, offset, max_nums = self._args
         broker = admin._broker(mq.broker_name)
-        if broker.topic_config(mq.topic) is None:  # as pull()
+        if broker.queue_config(mq.topic) is None:  # as pull()
             raise errors.TopicNotExist(f"topic[{mq.topic}] not exist, apply first please!", broker.addr)
         out = broker.pull(None, mq.topic, mq.queue_id, offset, max_nums)
         return RawPull(out.status, out.next_begin_offset, out.min_offset, out.max_offset, out.records)
+
+
+def _lite_info(body: dict[str, Any]) -> LiteGroupInfo:
+    """GetLiteGroupInfoResponseBody as the model builds it, read as mqadmin.remoting.lite reads
+    the broker's: times of -1 or 0 are none, the top-K entries carry no consumer offset."""
+
+    def when(ms: int) -> int | None:
+        return ms if ms > 0 else None
+
+    w = body.get("liteTopicOffsetWrapper")
+    return LiteGroupInfo(
+        body["group"],
+        body["parentTopic"],
+        body["totalLagCount"],
+        when(body["earliestUnconsumedTimestamp"]),
+        tuple(
+            LiteLag(t["liteTopic"], t["lagCount"], None, when(t["earliestUnconsumedTimestamp"]))
+            for t in body.get("lagCountTopK") or ()
+        ),
+        OffsetWrapper(w["brokerOffset"], w["consumerOffset"], w["lastTimestamp"], w["pullOffset"]) if w else None,
+    )
 
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from typing import Any
 
 from mqadmin import errors, names
 from mqadmin.message import decode_message, java_string_hash, new_uniq_key, offset_msg_id, pack_host
-from mqadmin.mock import reset, stats
+from mqadmin.mock import lite, reset, stats
 from mqadmin.mock.search import search_offset
 from mqadmin.mock.store import BatchFields, BatchItem, BrokerStore, ConsumeQueue
 from mqadmin.model import ConsumeStats, Message
@@ -95,6 +95,10 @@ class MockBroker:
         self._persist_lock = threading.Lock()
         self.load()
 
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return self._v
+
     # ---- behaviour switches ----
     def broker_config(self) -> dict[str, str]:
         """What GET_BROKER_CONFIG answers: a few of a real broker's properties, with the
@@ -110,6 +114,12 @@ class MockBroker:
         """useServerSideResetOffset: off in 5.1, on by default from 5.2.0, as set in the store
         (common: BrokerConfig.java)."""
         return versions.resets_on_broker(self._v, self.broker_config())
+
+    @property
+    def lite_on(self) -> bool:
+        """Lite topics: a 5.5+ broker with enableLmq and enableMultiDispatch, which a 5.5+ mock
+        store has on unless its broker_config turns one off (a real broker's default is off)."""
+        return self._v >= lite.LITE_SINCE and all(self.settings.get(k, "true") != "false" for k in lite.SWITCHES)
 
     @property
     def lower_boundary_search(self) -> bool:
@@ -177,11 +187,20 @@ class MockBroker:
             return True
 
     # ---- topics and groups ----
-    def create_topic(self, topic: str, read_queues: int = 4, write_queues: int | None = None, perm: int = 6) -> None:
+    def create_topic(
+        self,
+        topic: str,
+        read_queues: int = 4,
+        write_queues: int | None = None,
+        perm: int = 6,
+        attributes: dict[str, str] | None = None,
+    ) -> None:
+        """Create or update a topic; ``attributes``: the update's +key/-key changes (5.x)."""
         problem = names.topic_problem(topic)
         if problem:
             raise errors.InvalidParameter(problem, self.addr)
         with self._lock:
+            kept = (self.topics.get(topic) or {}).get("attributes")
             self.topics[topic] = {
                 "order": False,
                 "perm": perm,
@@ -191,9 +210,11 @@ class MockBroker:
                 "topicSysFlag": 0,
                 "writeQueueNums": read_queues if write_queues is None else write_queues,
             }
+            if kept or attributes:
+                self.topics[topic]["attributes"] = lite.altered(kept, attributes or {})
             self._dirty = True
 
-    def ensure_group(self, group: str, *, retry_topic: bool = True) -> None:
+    def ensure_group(self, group: str, *, retry_topic: bool = True, attributes: dict[str, str] | None = None) -> None:
         """Create the subscription group (autoCreateSubscriptionGroup) and its retry topic; an
         explicit updateSubGroup (``retry_topic=False``) creates the group alone, as the broker's
         updateAndCreateSubscriptionGroup does (broker: AdminBrokerProcessor.java)."""
@@ -214,15 +235,39 @@ class MockBroker:
                     "whichBrokerWhenConsumeSlowly": 1,
                 }
                 self._dirty = True
+            if attributes:  # the update's +key/-key changes (5.x)
+                self.groups[group]["attributes"] = lite.altered(self.groups[group].get("attributes"), attributes)
+                self._dirty = True
             retry = RETRY_PREFIX + group
             if retry_topic and retry not in self.topics:
                 self.create_topic(retry, 1)
 
+    def create_lite_topic(self, parent: str, queues: int = 4) -> None:
+        """A lite parent topic (updateTopic with the attribute +message.type=LITE)."""
+        self.create_topic(parent, queues, attributes={"+" + lite.MESSAGE_TYPE: "LITE"})
+
+    def ensure_lite_group(self, group: str, parent: str) -> None:
+        """A lite group of ``parent`` (updateSubGroup with the attribute +lite.bind.topic=PARENT)."""
+        self.ensure_group(group, retry_topic=False, attributes={"+" + lite.BIND_TOPIC: parent})
+
+    def lite_group_info(self, group: str, lite_topic: str | None, top_k: int) -> dict[str, Any]:
+        """GET_LITE_GROUP_INFO's body (see mock.lite)."""
+        with self._lock:
+            return lite.group_info(self, group, lite_topic, top_k)
+
     def topic_config(self, topic: str) -> dict[str, Any] | None:
         return self.topics.get(topic)
 
-    def require_topic(self, topic: str) -> dict[str, Any]:
+    def queue_config(self, topic: str) -> dict[str, Any] | None:
+        """The config the broker reads a queue by (selectTopicConfig): a topic's, or with lite
+        topics on, the one-queue config of any LMQ name. Routes use ``topic_config``: an LMQ has none."""
         cfg = self.topics.get(topic)
+        if cfg is None and self.lite_on and lite.split(topic) is not None:
+            return lite.queue_config(topic)
+        return cfg
+
+    def require_topic(self, topic: str) -> dict[str, Any]:
+        cfg = self.queue_config(topic)
         if cfg is None:
             raise errors.TopicNotExist(f"topic[{topic}] not exist, apply first please!", self.addr)
         return cfg
@@ -293,7 +338,7 @@ class MockBroker:
             if versions.checks_group_on_commit(self._v):
                 if group not in self.groups:
                     raise errors.SubscriptionGroupNotExist(f"subscription group not exist, {group}", self.addr)
-                if topic not in self.topics:
+                if self.queue_config(topic) is None:
                     raise errors.TopicNotExist(f"topic not exist, {topic}", self.addr)
             key = self.key(topic, group)
             if self.server_side_reset and queue_id in self.pending_resets.get(key, {}):
@@ -366,7 +411,7 @@ class MockBroker:
             if not msg.born_timestamp:
                 msg.born_timestamp = msg.store_timestamp
             msg.store_host = store_host or self.store_host
-            self.store.put(msg)
+            self.store.put(msg, self.lite_dispatch(msg.topic, msg.properties))
             msg.msg_id = offset_msg_id(msg.store_host, msg.commitlog_offset)
             msg.broker_name = self.name
             self._dirty = True
@@ -383,10 +428,11 @@ class MockBroker:
         born_timestamp: int = 0,
         born_host: str = "127.0.0.1:0",
         reconsume_times: int = 0,
+        lmqs: Sequence[str] = (),
     ) -> tuple[int, list[str]]:
         """A producer's send into one queue, all or nothing, as ``put_message`` stores one; the
         items come encoded (properties with UNIQ_KEY already set). Returns the first queue offset
-        and the offset msg ids."""
+        and the offset msg ids. ``lmqs``: a lite message's LMQ (``lite_dispatch``)."""
         problem = names.topic_problem(topic)
         if problem:
             raise errors.InvalidParameter(problem, self.addr)
@@ -400,11 +446,23 @@ class MockBroker:
             stored = now_ms()
             store_host = self.store_host
             fields = BatchFields(sys_flag, born_timestamp or stored, born_host, stored, store_host, reconsume_times)
-            first, offsets = self.store.put_batch(topic, queue_id, items, fields)
+            first, offsets = self.store.put_batch(topic, queue_id, items, fields, lmqs)
             self._dirty = True
             self._arrival.notify_all()
         host = pack_host(store_host)[0].hex().upper()  # offset_msg_id, the host packed once
         return first, [f"{host}{offset:016X}" for offset in offsets]
+
+    def lite_dispatch(self, topic: str, props: dict[str, str]) -> list[str]:
+        """The LMQ a message sent with a lite topic goes to, named in its INNER_MULTI_DISPATCH
+        (SendMessageProcessor sets it for any topic; the store dispatches it with lite topics on)."""
+        name = props.get(lite.LITE_TOPIC)
+        if not name or not self.lite_on or topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+            return []
+        lmq = lite.lmq_name(topic, name)
+        if lite.queue_name_problem(lmq, True):
+            raise errors.InvalidParameter(f"lite topic {name!r}: {lite.queue_name_problem(lmq, True)}", self.addr)
+        props[lite.MULTI_DISPATCH] = lmq
+        return [lmq]
 
     @property
     def store_host(self) -> str:

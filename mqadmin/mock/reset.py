@@ -50,7 +50,7 @@ def time_target(broker: MockBroker, topic: str, queue_id: int, timestamp: int) -
 
 
 def reset_client_push(broker: MockBroker, topic: str, group: str, timestamp: int, is_force: bool) -> dict[int, int]:
-    cfg = broker.topics.get(topic)
+    cfg = broker.queue_config(topic)
     if cfg is None:
         raise errors.SystemError_(
             f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}", broker.addr

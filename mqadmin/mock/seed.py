@@ -178,3 +178,21 @@ def _swap_in_fresh(root: Path, now: int) -> bool:
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def fill_lite_topic(
+    broker: MockBroker, parent: str, counts: dict[str, int], start_ms: int, step_ms: int = 1, queues: int = 1
+) -> int:
+    """Lite messages as a producer sends them: ``counts[lite]`` messages of each lite topic of the
+    lite parent ``parent`` (created if missing), in that order, store times from ``start_ms`` one
+    ``step_ms`` apart, round-robin over the parent's queues; returns the next store time."""
+    if broker.topic_config(parent) is None:
+        broker.create_lite_topic(parent, queues)
+    n = int(broker.topics[parent]["writeQueueNums"])
+    t, sent = start_ms, 0
+    for lite_topic, count in counts.items():
+        for i in range(count):
+            msg = Message(parent, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}, queue_id=sent % n)
+            broker.put_message(msg, store_timestamp=t)
+            t, sent = t + step_ms, sent + 1
+    return t

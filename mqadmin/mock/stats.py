@@ -59,7 +59,7 @@ def consume_stats(broker: MockBroker, group: str, topic: str | None) -> ConsumeS
             topics = [t for t in topics if t in subscribed]
     table: dict[MessageQueue, OffsetWrapper] = {}
     for t in topics:
-        cfg = broker.topics.get(t)
+        cfg = broker.queue_config(t)
         if cfg is None:
             continue
         for qid in range(int(cfg["readQueueNums"])):
@@ -104,7 +104,7 @@ def broker_consume_stats(broker: MockBroker, is_order: bool) -> list[tuple[str, 
         subscribed = {t for c in clients.values() for t in c.subscriptions} if clients else None
         per_topic: list[ConsumeStats] = []
         for t in sorted(topics_of.get(group, ())):
-            cfg = broker.topics.get(t)
+            cfg = broker.queue_config(t)
             if cfg is None or (is_order and not cfg.get("order")) or (subscribed and t not in subscribed):
                 continue
             if t not in queues:

@@ -43,6 +43,7 @@ from mqadmin.mock.commitlog import (
     file_name,
     numbered_files,
 )
+from mqadmin.mock.lite import MULTI_QUEUE_OFFSET
 from mqadmin.model import Message
 from mqadmin.safety import atomic_write
 
@@ -283,7 +284,9 @@ class BrokerStore:
         """The queue's folder; a name that is not a legal topic never reaches a path (callers check
         names with the broker's answer first; this is the last line of defence)."""
         try:
-            names.safe_path_part(topic)
+            # a lite topic's LMQ (%LMQ%$parent$lite) has a folder of that name, as on a broker
+            for part in topic.split("$") if topic.startswith("%LMQ%$") else [topic]:
+                names.safe_path_part(part)
         except ValueError as exc:
             raise StoreError(str(exc)) from None
         if queue_id < 0:
@@ -308,33 +311,44 @@ class BrokerStore:
         folder = self.root / "consumequeue"
         return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
-    def put(self, msg: Message) -> Message:
-        """Store ``msg`` (queue and times already set); fills in its offsets and returns it."""
+    def put(self, msg: Message, lmqs: Sequence[str] = ()) -> Message:
+        """Store ``msg`` (queue and times already set); fills in its offsets and returns it.
+        ``lmqs``: the LMQs it is dispatched to as well (queue 0 each), their offsets written
+        into its INNER_MULTI_QUEUE_OFFSET, in the same order (store: LmqDispatch)."""
         self._check_writable()
         with self._lock:
             cq = self.queue(msg.topic, msg.queue_id)
             msg.queue_offset = cq.max_offset
+            lmq_cqs = [self.queue(name, 0) for name in lmqs]
+            if lmq_cqs:
+                msg.properties[MULTI_QUEUE_OFFSET] = ",".join(str(q.max_offset) for q in lmq_cqs)
 
             def record_for(pos: int) -> bytes:
                 msg.commitlog_offset = pos
                 return encode_message(msg)
 
             pos, record = self.commitlog.append(record_for)
+            entry = CqEntry(pos, len(record), tags_code(msg.properties))
             try:
-                cq.append(CqEntry(pos, len(record), tags_code(msg.properties)))
+                cq.append(entry)
             except StoreWriteFailed:
                 self.commitlog.truncate(pos)  # never a record no queue points at, nor a torn one
                 raise
+            for lmq_cq in lmq_cqs:  # after the parent's entry, as the broker's dispatch writes them
+                lmq_cq.append(entry)
             return msg
 
     def put_batch(
-        self, topic: str, queue_id: int, items: Sequence[BatchItem], fields: BatchFields
+        self, topic: str, queue_id: int, items: Sequence[BatchItem], fields: BatchFields, lmqs: Sequence[str] = ()
     ) -> tuple[int, list[int]]:
         """Store a producer's batch in one queue, all or nothing: the records are encoded into
         one buffer and appended with one commit-log write and one consume-queue write (the
         broker's putMessages; a batch never spans two commit-log files). No ``Message`` per
-        record. Returns the first queue offset and each record's commit-log offset."""
+        record. Returns the first queue offset and each record's commit-log offset. ``lmqs``: as
+        ``put`` (a single message, whose encoded properties get INNER_MULTI_QUEUE_OFFSET)."""
         self._check_writable()
+        if lmqs and len(items) != 1:
+            raise ValueError("only a single message is dispatched to LMQs")
         most = sum(len(body) + len(props) for _, body, props, _ in items) + len(items) * (
             _RECORD_MAX_FIXED + len(topic)
         )
@@ -346,6 +360,11 @@ class BrokerStore:
         with self._lock:
             cq = self.queue(topic, queue_id)
             first_qoff = cq.max_offset
+            lmq_cqs = [self.queue(name, 0) for name in lmqs]
+            if lmq_cqs:
+                flag, body, props, tags = items[0]
+                lmq_offsets = ",".join(str(q.max_offset) for q in lmq_cqs)
+                items = [(flag, body, props + f"{MULTI_QUEUE_OFFSET}\x01{lmq_offsets}\x02".encode(), tags)]
             born, born_v6 = pack_host(fields.born_host)
             store, store_v6 = pack_host(fields.store_host)
             sys_flag = fields.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
@@ -385,6 +404,8 @@ class BrokerStore:
             except StoreWriteFailed:
                 self.commitlog.truncate(pos)  # never a record no queue points at, nor a torn one
                 raise
+            for lmq_cq in lmq_cqs:
+                lmq_cq.append_packed(bytes(entries))
             return first_qoff, positions
 
     def read_record(self, entry: CqEntry) -> bytes:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import fastjson, names
+from mqadmin.mock import lite
+from mqadmin.mock.lite import LITE_SINCE
 from mqadmin.mock.server.broker import MAX_QUEUE_NUMS, data_version
 from mqadmin.mock.server.role import bad
 from mqadmin.model import MessageQueue, OffsetWrapper, QueueStats
@@ -22,7 +24,13 @@ from mqadmin.protocol.bodies import (
 from mqadmin.protocol.codec import RemotingCommand
 from mqadmin.protocol.codes import ResponseCode, version_name
 from mqadmin.protocol.constants import PERM_READ_WRITE
-from mqadmin.protocol.headers import BrokerConsumeStatsHeader, ConsumeStatsHeader, CreateTopicHeader, TopicHeader
+from mqadmin.protocol.headers import (
+    BrokerConsumeStatsHeader,
+    ConsumeStatsHeader,
+    CreateTopicHeader,
+    LiteGroupInfoHeader,
+    TopicHeader,
+)
 
 if TYPE_CHECKING:
     from mqadmin.mock.server.broker import BrokerRole
@@ -57,8 +65,9 @@ def create_topic(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
             )
     if not 0 <= perm <= PERM_READ_WRITE | 0x1:
         raise bad(ResponseCode.INVALID_PARAMETER, f"perm {perm} is not a permission (0..7)")
+    attributes = lite.topic_attributes(req.ext_str("attributes")) if role.server.v5 else None
     with role.lock:
-        role.broker.create_topic(topic, read, write, perm)
+        role.broker.create_topic(topic, read, write, perm, attributes)
     role.persist_configs()
     return role.reply(req)
 
@@ -68,13 +77,14 @@ def create_group(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
     try:
         data = fastjson.loads(req.body)
         group = str(data["groupName"])
-    except (ValueError, KeyError, TypeError):
+        attributes = {str(k): str(v) for k, v in (data.get("attributes") or {}).items()} if role.server.v5 else None
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise bad(ResponseCode.SYSTEM_ERROR, "the request body is not a SubscriptionGroupConfig") from None
     problem = names.group_problem(group)
     if problem:  # AdminBrokerProcessor.updateAndCreateSubscriptionGroup (TopicValidator.validateGroup)
         raise bad(ResponseCode.INVALID_PARAMETER, problem)
     with role.lock:
-        role.broker.ensure_group(group, retry_topic=False)
+        role.broker.ensure_group(group, retry_topic=False, attributes=attributes)
     role.persist_configs()
     return role.reply(req)
 
@@ -111,7 +121,10 @@ def topic_config(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Re
         cfg = role.broker.topic_config(topic)
         if cfg is None:
             raise bad(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
-        doc = {"attributes": {}, **{k: v for k, v in sorted(cfg.items()) if k != "attributes"}}
+        doc = {
+            "attributes": dict(cfg.get("attributes") or {}),
+            **{k: v for k, v in sorted(cfg.items()) if k != "attributes"},
+        }
     return role.reply(req, body=fastjson.dumps(dict(sorted(doc.items()))).encode())
 
 
@@ -130,7 +143,7 @@ def topic_stats(role: BrokerRole, conn: Connection, req: RemotingCommand) -> Rem
     topic = TopicHeader.parse(req).topic
     table: dict[MessageQueue, QueueStats] = {}
     with role.lock:
-        cfg = role.broker.topic_config(topic)
+        cfg = role.broker.queue_config(topic)
         if cfg is None:
             raise bad(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         queues = int(cfg["writeQueueNums"])
@@ -179,6 +192,19 @@ def broker_consume_stats(role: BrokerRole, conn: Connection, req: RemotingComman
         listed.append((group, [ConsumeStatsBody(s.offsets, s.consume_tps, with_pull) for s in per_topic]))
     body = ConsumeStatsListBody(role.broker.addr, listed, total_diff, total_inflight)
     return role.reply(req, body=body.encode())
+
+
+def lite_group_info(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    """GET_LITE_GROUP_INFO (5.5+): a lite group's lag, overall or of one lite topic (see mock.lite)."""
+    if role.server.v < LITE_SINCE:
+        return role.reply(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+    lite_topic = req.ext_str("liteTopic")  # may be absent: the top list, and a body without it
+    req.ext_fields.setdefault("liteTopic", "")
+    header = LiteGroupInfoHeader.parse(req)
+    with role.lock:
+        body = role.broker.lite_group_info(header.group, lite_topic, header.topK)
+    role.persist_configs()  # an unknown group asked about was created, as the broker does
+    return role.reply(req, body=fastjson.dumps(body).encode())
 
 
 # -- the broker --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import errors, names
+from mqadmin.mock import lite
 from mqadmin.mock.model import MockBroker
 from mqadmin.mock.server.role import Role, bad
 from mqadmin.mock.store import StoreWriteFailed
@@ -75,11 +76,12 @@ class BrokerRole(Role):
 
     # -- checks ------------------------------------------------------------------------------
 
-    def check_topic(self, topic: str) -> None:
+    def check_topic(self, topic: str, *, queue: bool = False) -> None:
         """TopicValidator.validateTopic as the send and create-topic paths apply it
         (AbstractSendMessageProcessor.msgCheck, AdminBrokerProcessor.updateAndCreateTopic):
-        SYSTEM_ERROR up to 5.3.1, INVALID_PARAMETER from 5.3.2."""
-        problem = names.topic_problem(topic)
+        SYSTEM_ERROR up to 5.3.1, INVALID_PARAMETER from 5.3.2. ``queue``: the topic of a
+        queue read or commit, which with lite topics on may also be a lite topic's LMQ."""
+        problem = lite.queue_name_problem(topic, queue and self.broker.lite_on)
         if problem:
             invalid = versions.invalid_parameter_for_names(self.server.v)
             code = ResponseCode.INVALID_PARAMETER if invalid else ResponseCode.SYSTEM_ERROR
@@ -98,7 +100,7 @@ class BrokerRole(Role):
             raise bad(code, f"queueId[{queue_id}] is illegal, topic:[{topic}]")
 
     def existing_topic_config(self, topic: str) -> dict[str, Any]:
-        cfg = self.broker.topic_config(topic)
+        cfg = self.broker.queue_config(topic)
         if cfg is None:
             raise bad(ResponseCode.TOPIC_NOT_EXIST, self.server.faq(f"topic[{topic}] not exist, apply first please!"))
         return cfg
@@ -106,7 +108,7 @@ class BrokerRole(Role):
     def check_queue(self, topic: str, queue_id: int) -> None:
         """The queue of an offset request. Brokers do not check these names; a name that could
         not be a folder is refused here instead of reaching the store (an mqadmin check)."""
-        self.check_topic(topic)
+        self.check_topic(topic, queue=True)
         self.check_queue_id(topic, queue_id)
 
     def check_queue_of(self, header: QueueHeader) -> tuple[str, int]:

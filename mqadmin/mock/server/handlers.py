@@ -61,4 +61,5 @@ BROKER_HANDLERS: Final[Mapping[int, BrokerHandler]] = {
     RequestCode.GET_BROKER_CONSUME_STATS: admin.broker_consume_stats,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
     RequestCode.GET_BROKER_CONFIG: admin.broker_config,
+    RequestCode.GET_LITE_GROUP_INFO: admin.lite_group_info,
 }

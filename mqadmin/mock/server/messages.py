@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from mqadmin import errors, names
+from mqadmin import errors
 from mqadmin.message import encode_message, format_properties, new_uniq_key, parse_properties, tags_code
+from mqadmin.mock import lite
 from mqadmin.mock.model import PullOutcome
 from mqadmin.mock.server.role import DEFAULT_TOPIC_QUEUES, bad
 from mqadmin.mock.store import BatchItem, StoreWriteFailed
@@ -77,6 +78,8 @@ def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
     topic = header.topic
     role.check_topic(topic)
     sent = _send_items(req, header)
+    # a message with a lite topic (one send, not a batch) goes to its LMQ as well
+    lmqs = role.broker.lite_dispatch(topic, sent[0][2]) if req.code != RequestCode.SEND_BATCH_MESSAGE else []
     items = [_stored(role, flag, body, props) for flag, body, props in sent]
     with role.lock:
         qid = _pick_queue(role, conn, header)
@@ -89,11 +92,14 @@ def send(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
                 born_timestamp=header.bornTimestamp,
                 born_host=conn.peer,
                 reconsume_times=header.reconsumeTimes,
+                lmqs=lmqs,
             )
         except StoreWriteFailed as exc:
             raise role.store_unavailable(exc) from None
     role.server.count("messages_stored", len(msg_ids))
     role.server.long_polling.message_arrived(role.name, topic, qid)
+    for lmq in lmqs:
+        role.server.long_polling.message_arrived(role.name, lmq, 0)
     ext: dict[str, object] = {
         "msgId": ",".join(msg_ids),
         "queueId": qid,
@@ -217,7 +223,7 @@ def pull(role: BrokerRole, conn: Connection, req: RemotingCommand) -> RemotingCo
     )
     # PullMessageProcessor: a group that cannot exist, then a topic that cannot exist
     role.check_group(params.group, f"subscription group [{params.group}] does not exist,")
-    if names.topic_problem(params.topic):
+    if lite.queue_name_problem(params.topic, role.broker.lite_on):
         remark = f"topic[{params.topic}] not exist, apply first please!"
         raise bad(ResponseCode.TOPIC_NOT_EXIST, role.server.faq(remark))
     role.server.count("pulls")

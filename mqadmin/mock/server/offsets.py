@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqadmin import names
+from mqadmin.mock import lite
 from mqadmin.mock.server.broker import data_version
 from mqadmin.mock.server.role import bad
 from mqadmin.model import MessageQueue
@@ -47,7 +47,7 @@ def update_consumer_offset(role: BrokerRole, conn: Connection, req: RemotingComm
     group, topic, qid, offset = header.consumerGroup, header.topic, header.queueId, header.commitOffset
     # ConsumerManageProcessor (5.3): a group or topic that cannot exist
     role.check_group(group, f"subscription group not exist, {group}")
-    if names.topic_problem(topic):
+    if lite.queue_name_problem(topic, role.broker.lite_on):
         raise bad(ResponseCode.TOPIC_NOT_EXIST, f"topic not exist, {topic}")
     role.check_queue_id(topic, qid)
     with role.lock:
