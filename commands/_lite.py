@@ -128,10 +128,11 @@ class LiteGroupProgress(ResultBase):
         ]
         footer = [f"Consume Diff Total: {self.diff_total} (every lite topic of the group)", lag_line(self.lag_time_ms)]
         if self.top_k is not None:
-            footer.append(
-                f"Shown: the top {self.top_k} lite topics by lag of each broker (--all: every one that lags; the "
-                "broker lists none without lag, queryOffset -t PARENT -g GROUP shows each one)"
-            )
+            # two lines that fit 80 columns: a footer line is plain text, not wrapped by words
+            footer += [
+                f"Shown: the top {self.top_k} lite topics by lag per broker (--all: every one that lags).",
+                "The broker lists none without lag: queryOffset -t PARENT -g GROUP shows each.",
+            ]
         footer += [
             f"Missing: {b} did not answer ({e}); its lite topics are not shown"
             for b, e in sorted(self.missing_brokers.items())
