@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mqadmin import errors
 from mqadmin.model import MessageQueue, OffsetWrapper, TopicRoute
 from mqadmin.protocol import versions
+from mqadmin.protocol.constants import LMQ_PREFIX
 from mqadmin.timeparse import format_time
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ def store_time_at(admin: Admin, mq: MessageQueue, offset: int, group: str | None
         result = admin.pull(mq, offset, 1, group=group)
     except errors.TopicNotExist:
         return None
-    if mq.topic.startswith("%LMQ%"):  # a lite topic's queue: its messages carry their parent queue's offsets
+    if mq.topic.startswith(LMQ_PREFIX):  # a lite topic's queue: its messages carry their parent queue's offsets
         from mqadmin.commands._lite import lmq_offset  # imports this module
 
         return next((m.store_timestamp for m in result.messages if lmq_offset(m, mq.topic) == offset), None)

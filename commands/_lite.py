@@ -24,12 +24,11 @@ from mqadmin.context import Context
 from mqadmin.model import LiteGroupInfo, Message, MessageQueue, OffsetWrapper
 from mqadmin.output import ResultBase, Table
 from mqadmin.protocol import versions
+from mqadmin.protocol.constants import LITE_PREFIX
 from mqadmin.timeparse import format_duration, format_zoned
 
 log = logging.getLogger(__name__)
 
-#: how RocketMQ names a lite topic's queue: %LMQ%$parent$lite
-LMQ_PREFIX = "%LMQ%$"
 #: the Java tool's getLiteGroupInfo shows the top 20 lite topics by lag of each broker
 TOP_K = 20
 #: --all: the broker sizes a heap by topK, so "every lite topic" is a large bound, not 2^31
@@ -37,7 +36,7 @@ ALL_TOP_K = 100_000
 
 
 def is_lite_queue(mq: MessageQueue) -> bool:
-    return mq.topic.startswith(LMQ_PREFIX)
+    return mq.topic.startswith(LITE_PREFIX)
 
 
 def _not_lite(exc: errors.MqadminError) -> bool:
@@ -142,7 +141,7 @@ class LiteGroupProgress(ResultBase):
 
 
 def lmq_name(parent: str, lite_topic: str) -> str:
-    return f"{LMQ_PREFIX}{parent}${lite_topic}"
+    return f"{LITE_PREFIX}{parent}${lite_topic}"
 
 
 def lite_progress(ctx: Context, group: str, lite_topic: str | None, every: bool) -> LiteGroupProgress | None:
@@ -163,7 +162,7 @@ def lite_progress(ctx: Context, group: str, lite_topic: str | None, every: bool)
     parent = next(iter(infos.values())).parent_topic
     if lite_topic == parent:
         lite_topic = None
-    if lite_topic is not None and lite_topic.startswith(LMQ_PREFIX):
+    if lite_topic is not None and lite_topic.startswith(LITE_PREFIX):
         lite_topic = lite_topic.rsplit("$", 1)[-1]
     if lite_topic is not None:
         places = [(b, lite_topic) for b in sorted(infos)]
@@ -243,7 +242,7 @@ def route_topic(topic: str) -> str:
     """The topic whose route serves ``topic``: an LMQ (``%LMQ%$parent$lite``) has no route of
     its own, it lives on the brokers of its parent (a topic name has no ``$``; a lite topic's
     may, so the parent ends at the first one)."""
-    return topic[len(LMQ_PREFIX) :].split("$", 1)[0] if topic.startswith(LMQ_PREFIX) else topic
+    return topic[len(LITE_PREFIX) :].split("$", 1)[0] if topic.startswith(LITE_PREFIX) else topic
 
 
 def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
@@ -272,7 +271,7 @@ def lite_current(admin: Admin, group: str, queues: Iterable[MessageQueue]) -> di
 
 def lite_topic_of(mq: MessageQueue) -> str | None:
     """``lite`` of a ``%LMQ%$parent$lite`` queue (None for any other queue)."""
-    return mq.topic[len(LMQ_PREFIX) :].split("$", 1)[-1] if is_lite_queue(mq) else None
+    return mq.topic[len(LITE_PREFIX) :].split("$", 1)[-1] if is_lite_queue(mq) else None
 
 
 #: the first broker line with lite topics (RIP-83) and GET_LITE_GROUP_INFO

@@ -17,14 +17,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mqadmin import errors, names
+from mqadmin.protocol.constants import LITE_PREFIX
 
 if TYPE_CHECKING:
     from mqadmin.mock.model import MockBroker
 
 #: the first broker line with lite topics and GET_LITE_GROUP_INFO
 LITE_SINCE: Final = (5, 5)
-LMQ_PREFIX: Final = "%LMQ%"
-LITE_PREFIX: Final = LMQ_PREFIX + "$"
 #: message properties (common: MessageConst)
 LITE_TOPIC: Final = "__LITE_TOPIC"
 MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"

@@ -17,6 +17,8 @@ __all__ = [
     "EXPRESSION_TAG",
     "MASTER_ID",
     "PERM_READ",
+    "LITE_PREFIX",
+    "LMQ_PREFIX",
     "PERM_READ_WRITE",
     "PERM_WRITE",
     "PULL_COMMIT_OFFSET",
@@ -33,6 +35,10 @@ __all__ = [
 RETRY_PREFIX: Final = "%RETRY%"
 #: a group's dead-letter topic is this prefix + the group name
 DLQ_PREFIX: Final = "%DLQ%"
+#: a light message queue's topic (common: MixAll.LMQ_PREFIX); a 5.5 lite topic's queue is
+#: LITE_PREFIX + parent + "$" + lite topic
+LMQ_PREFIX: Final = "%LMQ%"
+LITE_PREFIX: Final = LMQ_PREFIX + "$"
 #: the topic new topics are modelled on when a producer sends to an unknown one (AUTO_CREATE_TOPIC_KEY_TOPIC)
 DEFAULT_TOPIC: Final = "TBW102"
 #: the group the Java admin tool pulls with; every broker creates it at start-up (TOOLS_CONSUMER_GROUP)
