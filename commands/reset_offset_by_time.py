@@ -395,7 +395,7 @@ def _current(admin: Admin, group: str, topics: list[str], broker: str | None, qu
         if broker is not None:
             raise LiteGroupUnsupported(
                 f"-b/-q pick a queue of topic {topics[0]}, but {group!r} is a lite group, whose queues are its lite "
-                f"topics': drop them (resetOffsetByTime -t {topics[0]} -g {group} plans every lite topic); "
+                f"topics: drop them (resetOffsetByTime -t {topics[0]} -g {group} plans every lite topic); "
                 "nothing was changed"
             ) from None
         queues, current = list(lite), {mq: w.consumer_offset for mq, w in lite.items()}
