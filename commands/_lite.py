@@ -149,7 +149,7 @@ def lite_progress(ctx: Context, group: str, lite_topic: str | None, every: bool)
     group, an unknown one, brokers before 5.5). ``lite_topic`` (-t): that one only."""
     admin = ctx.admin()
     top_k = ALL_TOP_K if every else TOP_K
-    answers = admin.lite_group_info(group, None, top_k)
+    answers = _held_group_info(admin, group, top_k)
     infos = {b: a for b, a in answers.items() if isinstance(a, LiteGroupInfo)}
     if not infos:
         return None
@@ -197,7 +197,7 @@ def _row(ctx: Context, group: str, broker: str, lite_topic: str) -> LiteRow | No
 
 def lite_parent(admin: Admin, group: str) -> str | None:
     """The parent topic ``group`` is bound to, or None when no broker holds it as a lite group."""
-    answers = admin.lite_group_info(group, None, 1)
+    answers = _held_group_info(admin, group, 1)
     return next((a.parent_topic for a in answers.values() if isinstance(a, LiteGroupInfo)), None)
 
 
@@ -276,6 +276,21 @@ def lite_topic_of(mq: MessageQueue) -> str | None:
 
 #: the first broker line with lite topics (RIP-83) and GET_LITE_GROUP_INFO
 LITE_SINCE = (5, 5)
+
+
+def _held_group_info(admin: Admin, group: str, top_k: int) -> dict[str, LiteGroupInfo | errors.MqadminError]:
+    """GET_LITE_GROUP_INFO, asked only about a group that a 5.5+ broker already holds: a broker
+    asked about a group it lacks creates it (findSubscriptionGroupConfig, with the default
+    autoCreateSubscriptionGroup), so a mistyped -g would leave a new group on every broker.
+    An account that may not list subscription groups asks directly, as before."""
+    try:
+        if not any(versions.version_tuple(b.version) >= LITE_SINCE for b in admin.cluster_brokers()):
+            return {}
+        if group not in admin.list_groups(subscribed=True):
+            return {}
+    except errors.MqadminError as exc:
+        log.info("subscription groups not listed (%s): asking for lite group %s directly", exc, group)
+    return admin.lite_group_info(group, None, top_k)
 
 
 def unlisted_lite_groups(ctx: Context, listed: Iterable[str]) -> dict[str, tuple[int, int | None]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mqadmin.admin import connect
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.seed import fill_lite_topic
 from tests.conftest import CliResult, store_address
@@ -217,3 +218,24 @@ def test_the_all_groups_view_lists_the_lite_group_with_its_total_lag(
     assert rows[GROUP]["lag_time_ms"] is None and rows[GROUP]["version"] == "OFFLINE"
     java = cli("consumerProgress", "-n", addr, "--output", "java")
     assert java.code == 0 and GROUP not in java.stdout, java.stderr
+
+
+def test_asking_after_an_unknown_group_does_not_create_it(
+    cli: Callable[..., CliResult], lite_store: tuple[str, Path, int]
+) -> None:
+    """A 5.5 broker asked GET_LITE_GROUP_INFO about a group it lacks creates that group (with
+    autoCreateSubscriptionGroup, its default): a mistyped -g must leave nothing behind."""
+    addr, root, _ = lite_store
+    for args in (
+        ("consumerProgress", "-g", "G_typo"),
+        ("queryOffset", "-t", PLAIN_TOPIC, "-g", "G_typo"),
+        ("resetOffsetByTime", "-t", PLAIN_TOPIC, "-g", "G_typo", "--to-earliest", "--dry-run"),
+    ):
+        r = cli(args[0], "-n", addr, *args[1:])
+        assert r.code != 0 or "G_typo" in r.stdout + r.stderr, r
+    admin = connect(addr)  # through the door: a server keeps what it created in memory until it flushes
+    try:
+        assert "G_typo" not in admin.list_groups(subscribed=True)
+    finally:
+        admin.close()
+    assert cli("consumerProgress", "-n", addr, "-g", GROUP, "--json").code == 0  # a lite group is still found
