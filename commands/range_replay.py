@@ -266,8 +266,8 @@ class RangeReplayCommand(SubCommand):
             "workers",
             ("--workers",),
             "Worker processes that read and encode slices for a file or stdout, each with its own "
-            "connection (default: one per CPU for a plan of 200,000 messages or more; 1: threads in "
-            "this process). Not with --limit, --dedup or --rate, which run in threads (local engine; "
+            "connection (default: one per CPU but one, for a plan of 200,000 messages or more; 1: "
+            "threads in this process, the default on 2 CPUs). Not with --limit, --dedup or --rate, which run in threads (local engine; "
             "mqadmin extension)",
             kind=int,
             metavar="N",

@@ -34,7 +34,7 @@ def address(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def replay(address: str, out: Path, kind: str, *, processes: bool, monkeypatch: pytest.MonkeyPatch) -> bool:
     monkeypatch.setattr(pool, "PROCESS_MIN_MESSAGES", 0 if processes else 10**12)
-    monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 3)
     admin = connect(address, read_only=True)
     used: list[bool] = []
     real_init = pool.SlicePool.__init__
@@ -85,7 +85,7 @@ def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
     from mqadmin.replay.planner import Plan
 
     monkeypatch.setattr(pool, "PROCESS_MIN_MESSAGES", 0)
-    monkeypatch.setattr(pool, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 3)
     admin = connect(address, read_only=True)
     try:
         plan = plan_window(admin, admin.topic_route("T").message_queues(), T0, T0 + 3000, slice_size=500)
