@@ -310,21 +310,35 @@ def _run(
     on_wave: Callable[[int, int], None] | None,
     t0: float,
 ) -> ReplayOutcome:
+    resumed = checkpoint is not None and checkpoint.loaded
+    # --partition-by names a slice's files after it, so its rerun replaces them: nothing to forget
+    folder = _local_folder(job.target) if checkpoint is not None and job.partition_by is None else None
+    if resumed and folder is not None:
+        assert checkpoint is not None
+        _forget_unrecorded_waves(folder, checkpoint)
     done = dict(checkpoint.done) if checkpoint else {}
     stats: dict[int, SliceStats] = dict(done)
     todo = [s for s in plan.slices if s.index not in done]
     parallelism = max(job.sc.defaultParallelism, 1)
     size = wave_size or (parallelism * WAVE_PER_CORE if checkpoint else max(len(todo), 1))
-    resumed = checkpoint is not None and checkpoint.loaded
     for n, wave in enumerate(_waves(todo, size)):
         first_write = n == 0 and not done
         file_mode = ("overwrite" if overwrite or resumed else "errorifexists") if first_write else "append"
-        for st in job.run_wave(wave, file_mode):
-            stats[st.index] = st
-            fault_point("replay-slice-written")  # (files: the wave is committed) not recorded
-            if checkpoint is not None:
-                checkpoint.record(st, {"spark": True})
-                fault_point("replay-slice-recorded")
+        if folder is not None:
+            assert checkpoint is not None
+            before = _files_under(folder)
+            written = list(job.run_wave(wave, file_mode))
+            stats.update((st.index, st) for st in written)
+            fault_point("replay-slice-written")  # the wave is committed, not recorded
+            checkpoint.record_wave(written, sorted(_files_under(folder) - before), {"spark": True})
+            fault_point("replay-slice-recorded")
+        else:
+            for st in job.run_wave(wave, file_mode):
+                stats[st.index] = st
+                fault_point("replay-slice-written")
+                if checkpoint is not None:
+                    checkpoint.record(st, {"spark": True})
+                    fault_point("replay-slice-recorded")
         if on_wave is not None:
             on_wave(len(stats), len(plan.slices))
     if job.target.is_file and not todo and not done:
@@ -430,6 +444,41 @@ class _Job:
             sink.sync()
             pending = []
             yield st
+
+
+def _local_folder(target: Target) -> Path | None:
+    """Where a file replay's waves land when this process can list them (not a URI)."""
+    return Path(target.value) if target.is_file and not target.is_remote_path else None
+
+
+def _files_under(folder: Path) -> set[str]:
+    """The part files under ``folder`` (relative names; Spark's ``.crc`` twins too), leaving out
+    uncommitted task output."""
+    if not folder.is_dir():
+        return set()
+    return {
+        str(f.relative_to(folder))
+        for f in folder.rglob("*")
+        if f.is_file() and f.relative_to(folder).parts[0] != "_temporary" and f.name.startswith(("part-", ".part-"))
+    }
+
+
+def _forget_unrecorded_waves(folder: Path, checkpoint: Checkpoint) -> None:
+    """A run killed after a wave's commit and before its record (or mid-record) left that wave's
+    files in place: delete them, and run the wave's slices again, so no message is written twice.
+    A checkpoint from before waves were recorded is left as it is."""
+    recorded = {i for slices, _ in checkpoint.waves for i in slices}
+    if not checkpoint.done or not recorded.issuperset(checkpoint.done):
+        return
+    keep: set[str] = set()
+    for slices, names in checkpoint.waves:
+        if all(i in checkpoint.done for i in slices):
+            keep.update(names)
+        else:  # torn while recording: none of its slices count
+            for i in slices:
+                checkpoint.done.pop(i, None)
+    for name in _files_under(folder) - keep:
+        (folder / name).unlink()
 
 
 def _drop_uncommitted(target: Target) -> None:

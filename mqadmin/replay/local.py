@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,8 @@ class Checkpoint:
     publishing: bool = False
     #: read back from an earlier run (rather than created by this one)
     loaded: bool = False
+    #: the Spark engine's committed waves: (their slices, the files their commit put in place)
+    waves: list[tuple[list[int], list[str]]] = field(default_factory=list)
 
     @property
     def written(self) -> int:
@@ -116,21 +118,33 @@ class Checkpoint:
                 cp.complete = True
             elif entry.get("publishing"):
                 cp.publishing = True
+            elif "wave" in entry:
+                cp.waves.append((list(entry["wave"]["slices"]), list(entry["wave"]["files"])))
             elif "slice" in entry:
                 stats = SliceStats.from_json(entry["slice"])
                 cp.done[stats.index] = stats
                 cp.sink_state = entry.get("sink") or {}
         return cp
 
-    def _append(self, entry: dict[str, Any]) -> None:
+    def _append(self, *entries: dict[str, Any]) -> None:
         with self.path.open("ab") as f:
-            f.write((json.dumps(entry, separators=(",", ":")) + "\n").encode())
+            f.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries).encode())
             f.flush()
             os.fsync(f.fileno())
 
     def record(self, stats: SliceStats, sink_state: dict[str, Any]) -> None:
         self._append({"slice": stats.to_json(), "sink": sink_state})
         self.done[stats.index] = stats
+        self.sink_state = sink_state
+
+    def record_wave(self, stats: Sequence[SliceStats], files: Sequence[str], sink_state: dict[str, Any]) -> None:
+        """A committed wave of slices, written in one append with the files its commit added, so
+        that a resumed run can tell that wave's files from those of a wave killed before this."""
+        wave = {"wave": {"slices": [st.index for st in stats], "files": list(files)}}
+        self._append(wave, *({"slice": st.to_json(), "sink": sink_state} for st in stats))
+        self.waves.append(([st.index for st in stats], list(files)))
+        for st in stats:
+            self.done[st.index] = st
         self.sink_state = sink_state
 
     def start_publishing(self) -> None:

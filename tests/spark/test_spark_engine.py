@@ -294,6 +294,42 @@ def test_checkpointed_waves_resume_without_duplicates(spark: Any, store: str, tm
     assert list(read_records(remote)) == list(read_records(local))
 
 
+@pytest.mark.parametrize("recorded", [0, 2], ids=["none-recorded", "part-recorded"])
+def test_a_wave_committed_but_not_fully_recorded_is_not_written_twice(
+    spark: Any, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: int
+) -> None:
+    """Killed after a wave's files are in place but before all its slices are in the checkpoint:
+    the resumed run must not add those messages a second time."""
+    from mqadmin.spark.engine import run_replay
+
+    plan = make_plan(store, slice_size=40)
+    flt = MessageFilter(plan.begin, plan.end)
+    local, remote = run_both(store, tmp_path, "jsonl", flt, plan)
+    args = {"test": f"torn-{recorded}"}
+    cp = Checkpoint.create(tmp_path / "cp", args, plan, "spark")
+    real_append = Checkpoint._append
+    slices: list[int] = []
+
+    def killed_mid_record(self: Checkpoint, *entries: dict[str, Any]) -> None:
+        for entry in entries:  # line by line, as a crash would leave them
+            if "slice" in entry:
+                if len(slices) == 5 + recorded:  # the second wave: committed, then killed recording it
+                    raise KeyboardInterrupt
+                slices.append(entry["slice"]["index"])
+            real_append(self, entry)
+
+    target = parse_target(f"jsonl:{remote}")
+    monkeypatch.setattr(Checkpoint, "_append", killed_mid_record)
+    with pytest.raises(KeyboardInterrupt):
+        run_replay(plan, store, flt, target, spark=spark, checkpoint=cp, wave_size=5)
+    monkeypatch.setattr(Checkpoint, "_append", real_append)
+    loaded = Checkpoint.load(tmp_path / "cp", args)
+    assert loaded is not None and len(loaded.done) == 5 + recorded
+    outcome = run_replay(plan, store, flt, target, spark=spark, checkpoint=loaded, wave_size=5)
+    assert outcome.complete
+    assert list(read_records(remote)) == list(read_records(local))
+
+
 def test_bulk_search_matches_the_broker(spark: Any, store: str) -> None:
     from mqadmin.spark import jobs
 
