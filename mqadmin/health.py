@@ -27,7 +27,8 @@ Rules per queue, first match wins (Burrow's, with RocketMQ's signals; where ours
   lag keeps up, so here it must grow. The lag time (age of the oldest unconsumed message) is ours.
 * OK otherwise.
 
-A group's status is its worst queue's.
+A group's status is its worst queue's. A group without a committed offset on any queue has no
+window: ``uncommitted`` decides from its clients and the messages in their subscribed topics.
 """
 
 from __future__ import annotations
@@ -265,6 +266,27 @@ def status_code(row: Sequence[Any], need: int, online: int | None, warn_lag_ms: 
     if warn_lag_ms is not None and lag is not None and lag > warn_lag_ms:
         return CODE_WARN
     return CODE_OK
+
+
+def uncommitted(online: int | None, waiting: Mapping[str, int]) -> Verdict:
+    """A group without a committed offset on any queue has no window (a queue's samples begin
+    with its first commit): its clients and the messages in the topics they subscribe to decide,
+    as read now. A client that consumes commits within seconds (every 5 s), so clients online
+    with messages waiting and nothing committed are stuck (STALL); a group set up and never
+    started (no client online) is shown, not paged (WARN). ``online`` None: clients not read;
+    ``waiting``: messages (max - min offset) in each subscribed topic."""
+    if online is None:
+        return Verdict(Status.WARN, "no offset committed on any queue (clients not read)")
+    if online == 0:
+        return Verdict(Status.WARN, "never consumed: no offset committed on any queue, no client online")
+    total = sum(waiting.values())
+    if total:
+        where = ", ".join(t for t, n in sorted(waiting.items()) if n)
+        return Verdict(
+            Status.STALL, f"{online} client(s) online, no offset committed, {total} message(s) waiting in {where}"
+        )
+    subscribed = ", ".join(sorted(waiting)) or "no topic subscribed"
+    return Verdict(Status.OK, f"{online} client(s) online, no offset committed yet, nothing to consume ({subscribed})")
 
 
 def evaluate_group(verdicts: Mapping[str, Verdict], first: str | None = None) -> Verdict:
