@@ -56,9 +56,7 @@ from mqadmin.fastjson import collector_paused
 from mqadmin.safety import atomic_write
 from mqadmin.timeparse import format_duration
 
-STATE_FORMAT = "mqadmin-health-state/2"
-#: the formats read: this one, and the previous release's (each row holding its sample times)
-_FORMATS = frozenset((STATE_FORMAT, "mqadmin-health-state/1"))
+STATE_FORMAT = "mqadmin-health-state/1"
 CAUGHT_UP = "caught up"
 #: how long a run waits for another run holding the same state file before it gives up
 LOCK_WAIT_S = 30.0
@@ -378,26 +376,11 @@ class Windows:
             del self.queues[key]
 
     def to_json(self) -> dict[str, Any]:
-        """The state file's form: each sample time once, under ``runs`` (ascending), and in the rows
-        its index there: every queue of a run shares its time, which held 40% of the numbers."""
-        rows = self.queues
-        ats = list(chain.from_iterable(rows.values()))[0::4]
-        runs = sorted(set(ats))
-        index = {at: i for i, at in enumerate(runs)}
-        ids = list(map(index.__getitem__, ats))
-        out: dict[str, list[Any]] = {}
-        pos = 0
-        for key, row in rows.items():
-            end = pos + (len(row) >> 2)
-            out[key] = compact = row.copy()  # the rows stay as they are: a result may still show one
-            compact[0::4] = ids[pos:end]
-            pos = end
-        return {"format": STATE_FORMAT, "runs": runs, "queues": out}
+        return {"format": STATE_FORMAT, "queues": self.queues}
 
     @classmethod
     def from_json(cls, doc: Any, rules: Rules) -> Windows:
-        """The state file, in its form or the previous release's (each row holding its times)."""
-        if not isinstance(doc, dict) or doc.get("format") not in _FORMATS or not isinstance(doc.get("queues"), dict):
+        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("queues"), dict):
             raise ValueError("not a health state file")
         # the rows are this module's own writing; one pass checks they are whole-number rows still,
         # over all rows at once (10,000 groups hold some 1.6 million numbers): every row a list of
@@ -405,25 +388,13 @@ class Windows:
         rows = doc["queues"]
         if not {list}.issuperset(map(type, rows.values())) or any(n % 4 for n in set(map(len, rows.values()))):
             raise ValueError("not a health state file")
-        values = list(chain.from_iterable(rows.values()))
-        types = set(map(type, values))
+        types = set(map(type, chain.from_iterable(rows.values())))
         if not _INT_OR_NULL.issuperset(types):
             raise ValueError("not a health state file")
-        if _NONE_TYPE in types and (None in values[0::4] or None in values[1::4] or None in values[2::4]):
-            raise ValueError("not a health state file")
-        if doc["format"] == STATE_FORMAT:
-            runs = doc.get("runs")
-            if not isinstance(runs, list) or not {int}.issuperset(map(type, runs)):
+        if _NONE_TYPE in types:
+            values = list(chain.from_iterable(rows.values()))
+            if None in values[0::4] or None in values[1::4] or None in values[2::4]:
                 raise ValueError("not a health state file")
-            ids = values[0::4]
-            if ids and (min(ids) < 0 or max(ids) >= len(runs)):
-                raise ValueError("not a health state file")
-            ats = list(map(runs.__getitem__, ids))
-            pos = 0
-            for row in rows.values():
-                end = pos + (len(row) >> 2)
-                row[0::4] = ats[pos:end]
-                pos = end
         return cls(rules, rows)
 
 

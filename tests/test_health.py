@@ -127,12 +127,7 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
         w.add("k", Sample(0, 1, 2, None))
     with state.open(MIN) as w:
         assert w.add("k", Sample(MIN, 2, 3, 5)) == [Sample(0, 1, 2, None), Sample(MIN, 2, 3, 5)]
-    # each sample time once, under runs; the rows hold its index there
-    assert json.loads(path.read_text()) == {
-        "format": "mqadmin-health-state/2",
-        "runs": [0, MIN],
-        "queues": {"k": [0, 1, 2, None, 1, 2, 3, 5]},
-    }
+    assert json.loads(path.read_text())["queues"] == {"k": [0, 1, 2, None, MIN, 2, 3, 5]}
     with pytest.raises(RuntimeError), state.open(2 * MIN) as w:
         w.add("k", Sample(2 * MIN, 3, 4))
         raise RuntimeError("a run that fails keeps the state as it was")
@@ -151,18 +146,13 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
         '{"format": "mqadmin-health-state/1", "queues": {"k": [0, 1.5, 2, 3]}}',
         '{"format": "mqadmin-health-state/1", "queues": {"j": [], "k": [0, 1, 2]}}',
         '{"format": "mqadmin-health-state/1", "queues": {"k": {"at": 0}}}',
-        '{"format": "mqadmin-health-state/2", "queues": {"k": [0, 1, 2, 3]}}',
-        '{"format": "mqadmin-health-state/2", "runs": [5], "queues": {"k": [1, 1, 2, 3]}}',
-        '{"format": "mqadmin-health-state/2", "runs": [5], "queues": {"k": [-1, 1, 2, 3]}}',
-        '{"format": "mqadmin-health-state/2", "runs": ["5"], "queues": {"k": [0, 1, 2, 3]}}',
-        '{"format": "mqadmin-health-state/2", "runs": {"0": 5}, "queues": {"k": [0, 1, 2, 3]}}',
         '{"format": "other"}',
         "[]",
     ):
         path.write_text(broken)
         with StateFile(path, RULES, warned.append).open(4 * MIN) as w:
             assert w.add("k", Sample(4 * MIN, 4, 5)) == [Sample(4 * MIN, 4, 5)], broken
-    assert len(warned) == 15
+    assert len(warned) == 10
 
 
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
@@ -171,44 +161,10 @@ def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Pa
         w.add("g1 T b 0", Sample(0, 1, 2, 3))
     with state.open(MIN) as w:
         w.add("g2 T b 0", Sample(MIN, 5, 6, None))
-    doc = json.loads(state.path.read_text())
-    assert (doc["runs"], doc["queues"]) == ([0, MIN], {"g1 T b 0": [0, 1, 2, 3], "g2 T b 0": [1, 5, 6, None]})
+    assert json.loads(state.path.read_text())["queues"] == {"g1 T b 0": [0, 1, 2, 3], "g2 T b 0": [MIN, 5, 6, None]}
     with state.open(32 * MIN) as w:
         w.add("g2 T b 0", Sample(32 * MIN, 7, 8, None))
-    doc = json.loads(state.path.read_text())
-    assert (doc["runs"], doc["queues"]) == ([32 * MIN], {"g2 T b 0": [0, 7, 8, None]})
-
-
-def test_a_state_file_of_the_previous_release_is_read_and_rewritten(tmp_path: Path) -> None:
-    """The previous release wrote each sample's time in its row: its windows go on (the same
-    verdicts as if kept in the new form), and the file is written back in the new form."""
-    old = {
-        "g T b 0": [0, 10, 20, None, MIN, 10, 30, 5, 2 * MIN, 10, 40, 7],
-        "g T b 1": [MIN, 4, 4, 0, 2 * MIN, 6, 9, 0],
-    }
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({"format": "mqadmin-health-state/1", "queues": old}))
-    warned: list[str] = []
-    rules = Rules(samples=4, max_age_ms=30 * MIN)
-    with StateFile(path, rules, warned.append).open(3 * MIN) as w:
-        stuck = w.add("g T b 0", Sample(3 * MIN, 10, 50, 9))
-        moving = w.add("g T b 1", Sample(3 * MIN, 8, 9, 0))
-    assert warned == []
-    assert stuck == health.samples_of([*old["g T b 0"], 3 * MIN, 10, 50, 9])
-    assert health.evaluate_queue(stuck, rules, Clients(1)).status == Status.STALL
-    assert health.evaluate_queue(moving, rules, Clients(1)).reason == "caught up 2m00s ago"
-    doc = json.loads(path.read_text())
-    assert doc == {
-        "format": "mqadmin-health-state/2",
-        "runs": [0, MIN, 2 * MIN, 3 * MIN],
-        "queues": {
-            "g T b 0": [0, 10, 20, None, 1, 10, 30, 5, 2, 10, 40, 7, 3, 10, 50, 9],
-            "g T b 1": [1, 4, 4, 0, 2, 6, 9, 0, 3, 8, 9, 0],
-        },
-    }
-    with StateFile(path, rules, warned.append).open(4 * MIN) as w:
-        assert w.add("g T b 0", Sample(4 * MIN, 10, 60, 9)) == [*stuck[1:], Sample(4 * MIN, 10, 60, 9)]
-    assert warned == []
+    assert json.loads(state.path.read_text())["queues"] == {"g2 T b 0": [32 * MIN, 7, 8, None]}
 
 
 def _add_many(path: str, key: str, count: int) -> None:
