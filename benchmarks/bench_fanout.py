@@ -249,6 +249,9 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
                     samples[key].round_trips.append(sum(counts.values()))
                     samples[key].by_code = counts
             server.refused = frozenset()
+        if health in cases:
+            size = sum(p.stat().st_size for p in (Path(env["MQADMIN_HOME"]) / "state").glob("health-*.json"))
+            print(f"# health state file: {size / 1e6:.1f} MB, a full window", file=sys.stderr)
     finally:
         server.stop()
         cluster.close()

@@ -438,15 +438,19 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
     """A group's status, how many of its queues have each status, and the window of the queue the
     status comes from, in brief: bounded by the number of groups, however many queues lag (``-g``
     shows every queue's samples)."""
-    from mqadmin.health import verdict_json, window_brief, worst_queue
+    from mqadmin.health import STATUS_NAMES, verdict_json, window_brief, worst_queue
 
     worst = health.worst or worst_queue({k: q.verdict for k, q in health.queues.items()})
-    doc = {**verdict_json(health.verdict), "queues": health.status_counts()}
+    doc = verdict_json(health.verdict)
+    doc["queues"] = health.status_counts()
     if worst is not None and health.queues[worst].verdict.status:
         # the window in brief (-g shows each sample): 10,000 groups' samples cost seconds to print
-        doc["worst_queue"] = {
+        v = health.queues[worst].verdict
+        brief = {
             "queue": worst.split(" ", 1)[1],
-            **verdict_json(health.queues[worst].verdict),
-            **window_brief(health.queues[worst].row),
+            "status": STATUS_NAMES[v.status],
+            "reason": v.reason,
+            "collecting": v.collecting is not None,
         }
+        doc["worst_queue"] = window_brief(health.queues[worst].row, brief)
     return doc

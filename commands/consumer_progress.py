@@ -48,6 +48,7 @@ from mqadmin.health import (
     parse_level,
     queue_key,
     state_path,
+    uncommitted,
     worst_queue,
 )
 from mqadmin.model import ConsumerConnection, ConsumeStats, MessageQueue, OffsetWrapper
@@ -165,7 +166,9 @@ class ConsumerProgressCommand(SubCommand):
     from commit times, since RocketMQ clients commit every 5 s whether or not they moved; WARN needs
     the lag to grow, not merely not to shrink (a steady lag keeps up); the lag time (age of the
     oldest unconsumed message) is a rule of its own; a REWIND names the client holding the queue;
-    and the window lives in a state file, so the first runs say "collecting".
+    and the window lives in a state file, so the first runs say "collecting". A group with no
+    committed offset has no window: STALL when clients are online and messages wait in their
+    topics, OK when there is nothing to consume, WARN ("never consumed") when no client is online.
     """
 
     name = "consumerProgress"
@@ -313,7 +316,7 @@ class ConsumerProgressCommand(SubCommand):
         self, ctx: Context, params: ConsumerProgressParams
     ) -> GroupProgress | GroupsProgress | LiteGroupProgress:
         """-g: one group, several (in the order named), or a 5.5 lite group."""
-        found = self._groups(ctx, params.groups, params.topic, params.all_lite)
+        found = self._groups(ctx, params.groups, params.topic, params.all_lite, params.health)
         lite = [r for r in found if isinstance(r, LiteGroupProgress)]
         if lite:
             return _lite_checked(ctx, params, lite, len(found))
@@ -336,7 +339,7 @@ class ConsumerProgressCommand(SubCommand):
         return shown
 
     def _groups(
-        self, ctx: Context, groups: list[str], topic: str | None, every: bool
+        self, ctx: Context, groups: list[str], topic: str | None, every: bool, health: bool
     ) -> list[GroupProgress | LiteGroupProgress]:
         """Each named group's progress, in order; groups that are unknown (or broadcast) are named
         together in one usage error, so nothing is printed for a list that is partly wrong."""
@@ -344,7 +347,7 @@ class ConsumerProgressCommand(SubCommand):
         wrong: list[str] = []
         for group in groups:
             try:
-                results.append(self._one_group(ctx, group, topic, every))
+                results.append(self._one_group(ctx, group, topic, every, health))
             except errors.UsageError as exc:
                 if len(groups) == 1:
                     raise
@@ -353,7 +356,9 @@ class ConsumerProgressCommand(SubCommand):
             raise errors.UsageError(f"{len(wrong)} of {len(groups)} groups of -g: " + "; ".join(wrong))
         return results
 
-    def _one_group(self, ctx: Context, group: str, topic: str | None, every: bool) -> GroupProgress | LiteGroupProgress:
+    def _one_group(
+        self, ctx: Context, group: str, topic: str | None, every: bool, health: bool
+    ) -> GroupProgress | LiteGroupProgress:
         admin = ctx.admin()
         try:
             stats = admin.consume_stats(group, partial=True)
@@ -368,7 +373,7 @@ class ConsumerProgressCommand(SubCommand):
             if lite is not None:
                 return lite
         if not offsets and not missing:
-            _online_or_unknown(ctx, group, topic)
+            _online_or_unknown(ctx, group, topic, health)
         rows = fan_out(lambda item: _row(ctx, item[0], item[1]), sorted(offsets.items()))
         result = GroupProgress(group, tps, rows, ctx.tz, offline=is_offline(admin), missing_brokers=missing)
         result.dlq_depth = dlq_depth(ctx, group)
@@ -599,12 +604,17 @@ def _owners(ctx: Context, group: str, what: str) -> dict[MessageQueue, str]:
     return {mq: cid for cid, mqs in zip(clients, fan_out(held, clients), strict=True) for mq in mqs}
 
 
-def _online_or_unknown(ctx: Context, group: str, topic: str | None) -> None:
-    """No offsets: an online group (just started) shows an empty table, anything else is unknown."""
+def _online_or_unknown(ctx: Context, group: str, topic: str | None, health: bool) -> None:
+    """No offsets: an online group (just started) shows an empty table, anything else is unknown;
+    with --health a subscription group that was never started too (its status says so)."""
     try:
         conn = ctx.admin().consumer_connections(group)
     except errors.ConsumerNotOnline:
-        group_offsets(ctx.admin(), group, topic)  # raises the "unknown consumer group" usage error
+        try:
+            group_offsets(ctx.admin(), group, topic)  # raises the "unknown consumer group" usage error
+        except errors.UsageError:
+            if not health or group not in ctx.admin().list_groups(subscribed=True):
+                raise
         return
     if conn.message_model == "BROADCASTING":
         raise errors.UsageError(
@@ -638,14 +648,15 @@ def _state(ctx: Context, params: ConsumerProgressParams, where: str) -> StateFil
     return StateFile(state_path(default_home(), where), rules, ctx.env.warn)
 
 
-def _online(ctx: Context, group: str) -> Clients:
+def _connection(ctx: Context, group: str) -> ConsumerConnection | errors.MqadminError:
+    """The group's clients, or why not (``_clients_of`` counts them)."""
     try:
-        return Clients(len(ctx.admin().consumer_connections(group).connections))
-    except errors.ConsumerNotOnline:
-        return Clients(0)
+        return ctx.admin().consumer_connections(group)
+    except errors.ConsumerNotOnline as exc:
+        return exc
     except errors.MqadminError as exc:
         ctx.env.warn(f"health: the clients of {group} could not be read ({exc}); STOP cannot be told from STALL")
-        return Clients(None)
+        return exc
 
 
 def _incomplete(missing: Mapping[str, str], partial: bool) -> str | None:
@@ -668,7 +679,8 @@ def _group_health(ctx: Context, params: ConsumerProgressParams, results: list[Gr
     """-g --health: each named group's queues evaluated over their windows, in one pass over the
     state file (one lock, one write); the breaches of --fail-on."""
     rules = params.health_rules
-    clients = {r.group: _online(ctx, r.group) for r in results}
+    conns = {r.group: _connection(ctx, r.group) for r in results}
+    clients = {g: _clients_of(conn) for g, conn in conns.items()}
     with _state(ctx, params, ctx.address or "").open(ctx.now) as windows:
         for result in results:
             samples = [
@@ -677,6 +689,8 @@ def _group_health(ctx: Context, params: ConsumerProgressParams, results: list[Gr
             ]
             incomplete = _incomplete(result.missing_brokers, params.partial)
             result.health = assess(windows, rules, samples, clients[result.group], incomplete)
+            if not samples and not result.missing_brokers:
+                result.health = GroupHealth(_uncommitted(ctx, conns[result.group], params.topic))
     for result in results:
         if clients[result.group].online:
             _name_rewinders(ctx, result)
@@ -737,6 +751,9 @@ def _groups_health(
                 )
                 lag = age_at.get((topic, broker, qid, consumer), 0) if top > consumer else 0
                 add((f"{group} {topic} {broker} {qid}", consumer, top, lag))  # the key as queue_key makes it
+            if not samples and not st.missing_brokers:
+                healths[group] = GroupHealth(_uncommitted(ctx, None if conns is None else conns[group], None))
+                continue
             clients = Clients(None) if conns is None else _clients_of(conns[group])
             error = _incomplete(st.missing_brokers, params.partial)
             healths[group] = assess_brief(windows, rules, now, samples, clients, error)
@@ -748,6 +765,31 @@ def _clients_of(conn: ConsumerConnection | errors.MqadminError) -> Clients:
     if isinstance(conn, ConsumerConnection):
         return Clients(len(conn.connections))
     return Clients(0) if isinstance(conn, errors.ConsumerNotOnline) else Clients(None)
+
+
+def _uncommitted(ctx: Context, conn: ConsumerConnection | errors.MqadminError | None, topic: str | None) -> Verdict:
+    """The status of a group without a committed offset on any queue (of ``topic``, if given):
+    ``uncommitted`` over its clients (``conn`` None: not read) and the messages in the topics they
+    subscribe to. A broadcast group's offsets live on its clients: not evaluated here."""
+    if not isinstance(conn, ConsumerConnection):
+        return uncommitted(_clients_of(conn).online if conn is not None else None, {})
+    if conn.message_model == "BROADCASTING":
+        return Verdict(Status.OK, "BROADCASTING: its offsets live on the clients (--local-store), not evaluated")
+    admin = ctx.admin()
+    waiting: dict[str, int] = {}
+    try:
+        for t in sorted(conn.subscriptions):
+            if topic is not None and t != topic:
+                continue
+            try:
+                queues = admin.topic_route(t).message_queues()
+            except errors.TopicNotExist:
+                queues = []
+            waiting[t] = sum(s.max_offset - s.min_offset for s in admin.queue_stats(queues).values()) if queues else 0
+    except errors.MqadminError as exc:
+        online = len(conn.connections)
+        return Verdict(Status.ERR, f"{online} client(s) online, no offset committed, topics not read ({exc})")
+    return uncommitted(len(conn.connections), waiting)
 
 
 def _local_health(ctx: Context, params: ConsumerProgressParams, result: LocalGroupProgress) -> None:

@@ -27,7 +27,8 @@ Rules per queue, first match wins (Burrow's, with RocketMQ's signals; where ours
   lag keeps up, so here it must grow. The lag time (age of the oldest unconsumed message) is ours.
 * OK otherwise.
 
-A group's status is its worst queue's.
+A group's status is its worst queue's. A group without a committed offset on any queue has no
+window: ``uncommitted`` decides from its clients and the messages in their subscribed topics.
 """
 
 from __future__ import annotations
@@ -267,6 +268,27 @@ def status_code(row: Sequence[Any], need: int, online: int | None, warn_lag_ms: 
     return CODE_OK
 
 
+def uncommitted(online: int | None, waiting: Mapping[str, int]) -> Verdict:
+    """A group without a committed offset on any queue has no window (a queue's samples begin
+    with its first commit): its clients and the messages in the topics they subscribe to decide,
+    as read now. A client that consumes commits within seconds (every 5 s), so clients online
+    with messages waiting and nothing committed are stuck (STALL); a group set up and never
+    started (no client online) is shown, not paged (WARN). ``online`` None: clients not read;
+    ``waiting``: messages (max - min offset) in each subscribed topic."""
+    if online is None:
+        return Verdict(Status.WARN, "no offset committed on any queue (clients not read)")
+    if online == 0:
+        return Verdict(Status.WARN, "never consumed: no offset committed on any queue, no client online")
+    total = sum(waiting.values())
+    if total:
+        where = ", ".join(t for t, n in sorted(waiting.items()) if n)
+        return Verdict(
+            Status.STALL, f"{online} client(s) online, no offset committed, {total} message(s) waiting in {where}"
+        )
+    subscribed = ", ".join(sorted(waiting)) or "no topic subscribed"
+    return Verdict(Status.OK, f"{online} client(s) online, no offset committed yet, nothing to consume ({subscribed})")
+
+
 def evaluate_group(verdicts: Mapping[str, Verdict], first: str | None = None) -> Verdict:
     """The worst queue's status, its reason named by queue, and how many queues share it;
     ``first``: the worst queue when the caller knows it (``worst_queue``)."""
@@ -456,16 +478,17 @@ def samples_json(window: Iterable[Sample]) -> list[dict[str, Any]]:
     return [s.to_json() for s in window]
 
 
-def window_brief(row: Sequence[Any]) -> dict[str, Any]:
+def window_brief(row: Sequence[Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
     """A window in brief, from its flat row: how many samples, since when, the consumer offsets
-    and the lags (``Sample.diff``)."""
+    and the lags (``Sample.diff``); added to ``into`` when given (one per group: no dict merged)."""
     consumers = row[1::4]
-    return {
-        "samples": len(consumers),
-        "since_ms": row[0],
-        "consumer_offsets": consumers,
-        "diffs": [d if d > 0 else 0 for d in map(operator.sub, row[2::4], consumers)],
-    }
+    doc = {} if into is None else into
+    doc["samples"] = len(consumers)
+    doc["since_ms"] = row[0]
+    doc["consumer_offsets"] = consumers
+    diffs = list(map(operator.sub, row[2::4], consumers))
+    doc["diffs"] = diffs if min(diffs) >= 0 else [d if d > 0 else 0 for d in diffs]
+    return doc
 
 
 def samples_of(row: Sequence[Any]) -> list[Sample]:
@@ -508,7 +531,7 @@ class GroupHealth:
 
 
 def verdict_json(v: Verdict) -> dict[str, Any]:
-    return {"status": v.status.name, "reason": v.reason, "collecting": v.collecting is not None}
+    return {"status": STATUS_NAMES[v.status], "reason": v.reason, "collecting": v.collecting is not None}
 
 
 #: each status's name by its value (``Status.name`` is a property: slow for 80,000 queues)
@@ -574,17 +597,18 @@ def assess_brief(
     need, online, warn = rules.samples, clients.online, rules.warn_lag_ms
     keys: list[str] = []
     codes: list[int] = []
-    full = kept + 4
+    add_key, add_code = keys.append, codes.append
+    full = kept + 4 if kept > 0 else -1
     for key, consumer, broker, lag in samples:
         row = get(key)
-        if row is not None and len(row) == full and kept > 0 and row[-4] < now and row[4] >= oldest:
+        if row is not None and len(row) == full and row[-4] < now and row[4] >= oldest:
             # add_row's commonest case, in place: a full window moves on by one sample
             del row[:4]
             row += (now, consumer, broker, lag)
         else:
             row = windows.add_row(key, (now, consumer, broker, lag))
-        keys.append(key)
-        codes.append(status_code(row, need, online, warn))
+        add_key(key)
+        add_code(status_code(row, need, online, warn))
     counts: dict[str, int] = {}
     if not codes:
         verdict, worst, found = Verdict(Status.OK, "no queues"), None, {}

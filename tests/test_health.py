@@ -276,3 +276,24 @@ def test_assess_brief_is_assess_for_many_groups() -> None:
             kept = list(brief.queues[full.worst].row)
             health.assess_brief(brief_w, rules, now + MIN, samples, clients)
             assert brief.queues[full.worst].row == kept, "the next run's samples do not reach a result shown"
+
+
+def test_a_group_without_a_committed_offset_is_judged_by_its_clients_and_topics() -> None:
+    never = health.uncommitted(0, {"T": 40})
+    assert (never.status, never.reason) == (
+        Status.WARN,
+        "never consumed: no offset committed on any queue, no client online",
+    )
+    assert not health.fails(never.status, Status.STALL) and health.fails(never.status, Status.WARN)
+    assert health.uncommitted(None, {}).reason == "no offset committed on any queue (clients not read)"
+    stuck = health.uncommitted(2, {"A": 0, "B": 7, "C": 3})
+    assert (stuck.status, stuck.reason) == (
+        Status.STALL,
+        "2 client(s) online, no offset committed, 10 message(s) waiting in B, C",
+    )
+    idle = health.uncommitted(1, {"A": 0})
+    assert (idle.status, idle.reason) == (
+        Status.OK,
+        "1 client(s) online, no offset committed yet, nothing to consume (A)",
+    )
+    assert health.uncommitted(1, {}).reason.endswith("nothing to consume (no topic subscribed)")

@@ -436,3 +436,90 @@ def test_several_groups_watched_and_as_prometheus(timeline: Timeline, history: A
     }
     assert gauges == {"stuck": 2, "idle": 0}
     assert result.check_failure is not None and result.check_failure.startswith("stuck: STALL")
+
+
+@pytest.fixture(scope="module", params=["embedded", "tcp"])
+def uncommitted_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Groups that never committed an offset: "unstarted" made by updateSubGroup (no retry topic, so
+    only -g finds it), "left" whose clients came and went (a retry topic, listed in the all-groups
+    view); over TCP also "fresh", a client online on TopicTest (messages waiting), and "quiet", a
+    client online on an empty topic."""
+    from conftest import store_address
+
+    root: Path = tmp_path_factory.mktemp(f"uncommitted-{request.param}") / "store"
+    cluster = MockCluster.create(root, ("broker-a",), version="5.3.3")
+    cluster.create_topic(TOPIC, QUEUES)
+    cluster.create_topic(QUIET, QUEUES)
+    b = cluster.brokers["broker-a"]
+    for q in range(QUEUES):
+        for _ in range(20):
+            b.put_message(Message(topic=TOPIC, body=b"x", properties={}, queue_id=q), store_timestamp=T0)
+    b.ensure_group("unstarted", retry_topic=False)
+    b.ensure_group("left")
+    b.ensure_group("busy")  # a group with offsets beside them, caught up
+    for q in range(QUEUES):
+        b.update_consumer_offset("busy", TOPIC, q, 20)
+    cluster.close()
+    with store_address(root, request.param) as address:
+        clients = []
+        if request.param == "tcp":
+            clients = [
+                ScriptedConsumer(address, "fresh", TOPIC, client_id="10.0.0.11@fresh"),
+                ScriptedConsumer(address, "quiet", QUIET, client_id="10.0.0.12@quiet"),
+            ]
+        try:
+            yield address
+        finally:
+            for c in clients:
+                c.close()
+
+
+def test_a_group_that_never_committed_is_not_a_silent_ok(uncommitted_store: str, cli: Any) -> None:
+    """No committed offset, so no window: the clients and their topics decide. Nobody online (a
+    group set up and not started yet) is WARN: shown, not paged at the default --fail-on STALL;
+    clients online with messages waiting and nothing committed are STALL; online with nothing to
+    consume is OK, and says so."""
+    addr = uncommitted_store
+    tcp = not addr.startswith("mock://")
+    expected = {
+        "unstarted": ("WARN", "never consumed: no offset committed on any queue, no client online", 0),
+        "left": ("WARN", "never consumed: no offset committed on any queue, no client online", 0),
+    }
+    if tcp:
+        waiting = f"1 client(s) online, no offset committed, {20 * QUEUES} message(s) waiting in {TOPIC}"
+        expected["fresh"] = ("STALL", waiting, 3)
+        expected["quiet"] = ("OK", f"1 client(s) online, no offset committed yet, nothing to consume ({QUIET})", 0)
+    for group, (status, reason, code) in expected.items():
+        res = cli("consumerProgress", "-n", addr, "-g", group, "--health", "--json")
+        assert res.code == code, (group, res.stderr)
+        doc = json.loads(res.stdout)
+        assert doc["health"] == {"status": status, "reason": reason, "collecting": False}, group
+        assert doc["queues"] == []
+        table = cli("consumerProgress", "-n", addr, "-g", group, "--health")
+        assert table.code == code and f"Health: {status}: {reason}" in " ".join(table.stdout.split()), table.stdout
+    res = cli("consumerProgress", "-n", addr, "-g", "unstarted", "--health", "--fail-on", "WARN")
+    assert res.code == 3 and "unstarted: WARN: never consumed" in res.stderr, res.stderr
+    # without --health an offline group without offsets stays what it was: unknown to the offsets
+    res = cli("consumerProgress", "-n", addr, "-g", "unstarted")
+    assert res.code == 2 and "unknown consumer group 'unstarted'" in res.stderr, res.stderr
+    res = cli("consumerProgress", "-n", addr, "-g", "nosuch", "--health")
+    assert res.code == 2 and "unknown consumer group 'nosuch'" in res.stderr, res.stderr
+
+    # every group: the same verdicts (a group made by updateSubGroup alone is not listed: no retry topic)
+    res = cli("consumerProgress", "-n", addr, "--health", "--json")
+    assert res.code == (3 if tcp else 0), res.stderr
+    by_group = {g["group"]: g["health"] for g in json.loads(res.stdout)["groups"]}
+    assert "unstarted" not in by_group
+    for group, (status, reason, _) in expected.items():
+        if group != "unstarted":
+            assert by_group[group] == {"status": status, "reason": reason, "collecting": False, "queues": {}}, group
+    assert by_group["busy"]["status"] == "OK"
+    prom = cli("consumerProgress", "-n", addr, "--health", "--output", "prometheus")
+    assert 'mqadmin_group_health_status{group="left"} 1' in prom.stdout, prom.stdout
+    if tcp:
+        assert 'mqadmin_group_health_status{group="fresh"} 2' in prom.stdout
+    res = cli("consumerProgress", "-n", addr, "--health", "--no-clients", "--json")
+    by_group = {g["group"]: g["health"] for g in json.loads(res.stdout)["groups"]}
+    for group in ("left", "fresh") if tcp else ("left",):
+        assert by_group[group]["status"] == "WARN", by_group[group]
+        assert by_group[group]["reason"] == "no offset committed on any queue (clients not read)"
