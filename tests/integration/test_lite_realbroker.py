@@ -119,6 +119,25 @@ def test_the_default_is_the_top_20_by_lag_with_the_total_of_all(lite: tuple[rb.R
     assert "Lite Topic" in text and "%LMQ%" not in text and "top 20 lite topics by lag" in text
 
 
+def test_the_java_tools_get_lite_group_info_lists_the_same_lags(
+    lite: tuple[rb.RealCluster, float], tmp_path: Path
+) -> None:
+    """The Java 5.5 tool's getLiteGroupInfo (top 30: every lite topic here) lists the lite topics,
+    their lags and the total that consumerProgress -g --all shows."""
+    cluster, _ = lite
+    ns = cluster.namesrv_addr
+    java = rb.check_java_mqadmin(
+        "5.5.1", ns, "getLiteGroupInfo", "-p", PARENT, "-g", GROUP, "-k", "30", workdir=tmp_path
+    ).stdout
+    by_count = java.split("TopK by lag count")[1].split("TopK by lag time")[0]
+    rows = (line.split() for line in by_count.splitlines())
+    java_lags = {cols[1]: int(cols[2]) for cols in rows if len(cols) >= 3 and cols[0].isdigit()}
+    code, doc, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "--all", "--json")
+    assert code == 0, err
+    assert java_lags == {r["lite_topic"]: r["diff"] for r in doc["lite_topics"]} and len(java_lags) == len(LITES)
+    assert f"Total Lag Count: {doc['diff_total']}" in java, java
+
+
 def test_one_lite_topic_and_the_checks(lite: tuple[rb.RealCluster, float]) -> None:
     cluster, _ = lite
     ns = cluster.namesrv_addr
