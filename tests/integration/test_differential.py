@@ -4,15 +4,15 @@ Both get the same topic and group, the same 40 messages from the official C++ pr
 same commits, time searches, pulls and resets (offline and with the official push consumer
 online), through the same code (our remoting backend and CLI). Where answers differ the mock
 is wrong. Store times differ between the two runs, so time searches use each side's own times.
+On 5.5+ both also get the same lite parent topic, lite group and lite messages, and answer
+queryOffset, consumerProgress, resets and restoreOffset of the lite group alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +22,12 @@ from typing import Any
 import pytest
 
 from mqadmin.admin import connect
+from mqadmin.cli import main
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.server import MockServer
-from mqadmin.model import MessageQueue
-from tests.support import official_client
+from mqadmin.model import Message, MessageQueue
+from mqadmin.output import Env
+from tests.support import official_client, shared_clusters
 from tests.support import realbroker as rb
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.interop]
@@ -42,16 +44,14 @@ class Side:
     broker_addr: str
     workdir: Path
 
+    lite: bool = False  # the real side has lite topics on (the 5.5+ shared cluster)
+
     def cli(self, *args: str) -> Any:
-        proc = subprocess.run(
-            [sys.executable, "-m", "mqadmin", *args, "-n", self.namesrv, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-        assert proc.returncode == 0, f"{self.name}: {proc.stderr}"
-        return json.loads(proc.stdout)
+        """The command's JSON document; run in this process (the same ``main`` the shell runs)."""
+        out, err = io.StringIO(), io.StringIO()
+        code = main([*args, "-n", self.namesrv, "--json"], env=Env(stdout=out, stderr=err, stdin=io.StringIO("")))
+        assert code == 0, f"{self.name}: {err.getvalue()}"
+        return json.loads(out.getvalue())
 
 
 def prepare(side: Side) -> None:
@@ -86,8 +86,9 @@ def sides(
     ):
         server = MockServer(MockCluster.create(work / "mock", ("broker-a",), version=version), namesrv_port=0).start()
         try:
-            real = Side("real", cluster.namesrv_addr, cluster.broker_addrs[0], work / "real-peers")
-            mock = Side("mock", server.namesrv_addr, server.broker_addrs["broker-a"], work / "mock-peers")
+            lite = not own and bool(shared_clusters.settings(version))
+            real = Side("real", cluster.namesrv_addr, cluster.broker_addrs[0], work / "real-peers", lite)
+            mock = Side("mock", server.namesrv_addr, server.broker_addrs["broker-a"], work / "mock-peers", lite)
             for side in (real, mock):
                 prepare(side)
                 sent = official_client.produce(
@@ -226,3 +227,103 @@ def test_same_reset_with_the_official_consumer_online(sides: tuple[Side, Side]) 
             )
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][1] == [0] * QUEUES and outcomes[0][2] is None
+
+
+LITE_PARENT, LITE_GROUP = "DiffLiteParent", "diff_lite"
+LMQ = f"%LMQ%${LITE_PARENT}$"
+#: lite topic -> (messages sent, offset committed; None: never committed): lags of 0 to 4
+LITES: dict[str, tuple[int, int | None]] = {
+    "dl0": (3, 1),
+    "dl1": (2, 2),
+    "dl2": (4, 0),
+    "dl3": (1, None),
+    "dl4": (2, 1),
+    "dl5": (3, 3),
+}
+#: the lite topics sent before each side's mark
+FIRST_HALF = ("dl0", "dl1", "dl2")
+
+
+@pytest.fixture(scope="module")
+def lite_sides(sides: tuple[Side, Side]) -> list[tuple[Side, int]]:
+    """Both sides with a two-queue lite parent topic and a lite group on broker-a, LITES sent
+    (alternating parent queues) and committed; each side with its mark, a time between the halves."""
+    if not sides[0].lite:
+        pytest.skip("lite topics are a 5.5 feature (and need enableLmq on the real side)")
+    out = []
+    for side in sides:
+        rb.create_topic(side.broker_addr, LITE_PARENT, 2, attributes="+message.type=LITE")
+        rb.create_group(side.broker_addr, LITE_GROUP, attributes={"+lite.bind.topic": LITE_PARENT})
+        admin = connect(side.namesrv, timeout=10)
+        try:
+            parent = [MessageQueue(LITE_PARENT, "broker-a", q) for q in (0, 1)]
+            sent = mark = 0
+            for name, (count, _) in LITES.items():
+                if name == list(LITES)[len(FIRST_HALF)]:
+                    time.sleep(0.02)  # store times are in ms: the mark falls strictly between the halves
+                    mark = int(time.time() * 1000)
+                    time.sleep(0.02)
+                for i in range(count):
+                    msg = Message(LITE_PARENT, f"{name}-{i}".encode(), {"__LITE_TOPIC": name})
+                    admin.send(LITE_PARENT, msg, parent[sent % 2])
+                    sent += 1
+            for name, (_, committed) in LITES.items():
+                if committed is not None:
+                    admin.update_consumer_offset(LITE_GROUP, MessageQueue(LMQ + name, "broker-a", 0), committed)
+        finally:
+            admin.close()
+        out.append((side, mark))
+    return out
+
+
+def _lite_rows(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """queryOffset's lite rows without store times (each side has its own)."""
+    assert doc["lite"] is True and (doc["topic"], doc["group"]) == (LITE_PARENT, LITE_GROUP), doc
+    keys = ("lite_topic", "broker", "queue_id", "min_offset", "max_offset", "consumer_offset", "lag", "offset_at_time")
+    return sorted(tuple(r.get(k) for k in keys) for r in doc["queues"])
+
+
+def _plan(doc: dict[str, Any]) -> dict[str, Any]:
+    """A reset's or restore's plan and outcome in side-independent terms."""
+    queues = sorted(
+        (r["topic"], r["queue_id"], r["old_offset"], r["new_offset"], r.get("outcome")) for r in doc["queues"]
+    )
+    return {"queues": queues, "method": doc.get("method_code"), "counts": (doc.get("planned"), doc.get("verified"))}
+
+
+def test_same_lite_offsets_progress_resets_and_restore(
+    lite_sides: list[tuple[Side, int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = []
+    for side, mark in lite_sides:
+        monkeypatch.setenv("MQADMIN_HOME", str(tmp_path / side.name))
+        lite = ("-t", LITE_PARENT, "-g", LITE_GROUP)
+        seen: dict[str, Any] = {"query": _lite_rows(side.cli("queryOffset", *lite, "-s", str(mark)))}
+        progress = side.cli("consumerProgress", "-g", LITE_GROUP, "--all")
+        seen["progress"] = (
+            progress["parent_topic"],
+            progress["diff_total"],
+            [
+                (r["lite_topic"], r["queue"], r["broker"], r["broker_offset"], r["consumer_offset"], r["diff"])
+                for r in progress["lite_topics"]
+            ],
+            sorted(r["lite_topic"] for r in progress["lite_topics"] if r["lag_time_ms"] is not None),
+        )
+        one = side.cli("consumerProgress", "-g", LITE_GROUP, "-t", "dl2")
+        seen["one"] = [(r["lite_topic"], r["consumer_offset"], r["diff"]) for r in one["lite_topics"]]
+        by_time = side.cli("resetOffsetByTime", *lite, "-s", str(mark), "--yes")
+        seen["by_time"] = _plan(by_time)
+        seen["after_by_time"] = _lite_rows(side.cli("queryOffset", *lite))
+        seen["earliest"] = _plan(side.cli("resetOffsetByTime", *lite, "--to-earliest", "--yes"))
+        seen["after_earliest"] = _lite_rows(side.cli("queryOffset", *lite))
+        seen["restore"] = _plan(side.cli("restoreOffset", "--from", by_time["backup"], "--yes"))
+        seen["after_restore"] = _lite_rows(side.cli("queryOffset", *lite))
+        results.append(seen)
+    real, mock = results
+    for key in real:
+        assert real[key] == mock[key], (key, real[key], mock[key])
+    # and both are the truth: the reset put the first half at its end and the rest at 0, restore undid it
+    assert {r[0]: r[5] for r in real["after_by_time"]} == {
+        n: (sent if n in FIRST_HALF else 0) for n, (sent, c) in LITES.items() if c is not None
+    }
+    assert {r[0]: r[5] for r in real["after_restore"]} == {n: c for n, (_, c) in LITES.items() if c is not None}

@@ -1,5 +1,6 @@
 """The Java mqadmin, pointed at our mock server, reads what our CLI reads (5.x asks for
-GET_TOPIC_CONFIG while building consume stats; 4.x does not)."""
+GET_TOPIC_CONFIG while building consume stats; 4.x does not), on each broker line the offset
+commands are held to (5.5.1: the 5.5.0 tool, as Maven Central serves it)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.support import realbroker as rb
 pytestmark = pytest.mark.realbroker
 
 
-@pytest.mark.parametrize("version", rb.VERSIONS)
+@pytest.mark.parametrize("version", rb.OFFSET_VERSIONS)
 def test_java_consumer_progress_equals_ours(tmp_path: Path, version: str) -> None:
     cluster = MockCluster.create(tmp_path / "store", version=version)
     seed_demo(cluster)

@@ -1,13 +1,15 @@
-"""Lite topics on a real 5.5.1 broker (enableLmq, enableMultiDispatch): consumerProgress -g of a
-lite group shows one row per lite topic, equal to what was sent and committed; the offset commands
-refuse a lite group in one line instead of calling it unknown, and change nothing."""
+"""Lite topics on a real 5.5.1 broker (the shared cluster, which has enableLmq and
+enableMultiDispatch on): consumerProgress -g of a lite group shows one row per lite topic, equal
+to what was sent and committed; queryOffset shows them; resets of a lite group go through the
+plan/backup/verify flow; the commands that do not take a lite group refuse it in one line.
+Everything lives on broker-a, under names of this module's own."""
 
 from __future__ import annotations
 
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from tests.support import schemas
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
-PARENT, GROUP, PLAIN_TOPIC, PLAIN_GROUP = "LiteParent", "G_lite", "PlainTopic", "G_plain"
+PARENT, GROUP, PLAIN_TOPIC, PLAIN_GROUP = "LiteRbParent", "G_lite_rb", "LiteRbPlain", "G_lite_rb_plain"
 #: lite topic -> (messages sent, offset committed): more lite topics than the default top 20
 LITES = {f"lt{i:02d}": (i % 4 + 2, i % 4) for i in range(24)}
 LMQ = "%LMQ%$" + PARENT + "$"
@@ -39,55 +41,34 @@ def cli(*args: str) -> tuple[int, Any, str]:
 
 
 @pytest.fixture(scope="module")
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rb.RealCluster, float]]:
-    """One 5.5.1 broker with lite topics on; the lite topics' messages sent and offsets committed.
-    Yields the cluster and the time just before the first send."""
-    conf = {"enableLmq": True, "enableMultiDispatch": True}
-    cluster = rb.RealCluster("5.5.1", tmp_path_factory.mktemp("lite"), extra_broker_conf=conf)
-    cluster.start()
+def lite(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[rb.RealCluster, float]]:
+    """The shared 5.5.1 cluster with this module's lite parent topic, lite group and plain topic
+    (two queues) on broker-a; the lite topics' messages sent and offsets committed. Yields the
+    cluster and the time just before the first send."""
+    cluster = shared_cluster("5.5.1")
+    addr = cluster.broker_addrs[0]
+    rb.create_topic(addr, PARENT, 1, attributes="+message.type=LITE")
+    rb.create_group(addr, GROUP, attributes={"+lite.bind.topic": PARENT})
+    rb.create_topic(addr, PLAIN_TOPIC, 2)
+    rb.create_group(addr, PLAIN_GROUP)
+    started = time.time() * 1000
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
     try:
-        addr = cluster.broker_addrs[0]
-        head, _ = cluster.call(
-            addr,
-            rb.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": PARENT,
-                "defaultTopic": "TBW102",
-                "readQueueNums": 1,
-                "writeQueueNums": 1,
-                "perm": 6,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": False,
-                "attributes": "+message.type=LITE",
-            },
-        )
-        assert head["code"] == 0, head
-        group = {"groupName": GROUP, "consumeEnable": True, "attributes": {"+lite.bind.topic": PARENT}}
-        head, _ = cluster.call(addr, rb.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(group).encode())
-        assert head["code"] == 0, head
-        cluster.create_topic(PLAIN_TOPIC, 2)
-        cluster.create_group(PLAIN_GROUP)
-        started = time.time() * 1000
-        admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
-        try:
-            for lite_topic, (sent, _) in LITES.items():
-                if lite_topic == sorted(LITES)[len(FIRST_HALF)]:
-                    time.sleep(0.02)  # store times are in ms: the mark falls strictly between the halves
-                    MARKS["mid"] = int(time.time() * 1000)
-                    time.sleep(0.02)
-                for i in range(sent):
-                    admin.send(PARENT, Message(PARENT, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}))
-            for mq in admin.topic_route(PLAIN_TOPIC).message_queues():
-                admin.send(PLAIN_TOPIC, Message(PLAIN_TOPIC, b"p"), mq)
-                admin.update_consumer_offset(PLAIN_GROUP, mq, 0)
-        finally:
-            admin.close()
-        for lite_topic, (_, committed) in LITES.items():
-            rb.commit_offset(addr, GROUP, LMQ + lite_topic, 0, committed)
-        yield cluster, started
+        for lite_topic, (sent, _) in LITES.items():
+            if lite_topic == sorted(LITES)[len(FIRST_HALF)]:
+                time.sleep(0.02)  # store times are in ms: the mark falls strictly between the halves
+                MARKS["mid"] = int(time.time() * 1000)
+                time.sleep(0.02)
+            for i in range(sent):
+                admin.send(PARENT, Message(PARENT, f"{lite_topic}-{i}".encode(), {"__LITE_TOPIC": lite_topic}))
+        for mq in admin.topic_route(PLAIN_TOPIC).message_queues():
+            admin.send(PLAIN_TOPIC, Message(PLAIN_TOPIC, b"p"), mq)
+            admin.update_consumer_offset(PLAIN_GROUP, mq, 0)
     finally:
-        cluster.stop(check=False, grace=0)  # nobody reads this store: kill, no clean shutdown
+        admin.close()
+    for lite_topic, (_, committed) in LITES.items():
+        rb.commit_offset(addr, GROUP, LMQ + lite_topic, 0, committed)
+    yield cluster, started
 
 
 def _broker_truth(cluster: rb.RealCluster) -> dict[str, tuple[int, int | None]]:
@@ -136,6 +117,25 @@ def test_the_default_is_the_top_20_by_lag_with_the_total_of_all(lite: tuple[rb.R
     code, text, err = cli("consumerProgress", "-n", cluster.namesrv_addr, "-g", GROUP)
     assert code == 0, err
     assert "Lite Topic" in text and "%LMQ%" not in text and "top 20 lite topics by lag" in text
+
+
+def test_the_java_tools_get_lite_group_info_lists_the_same_lags(
+    lite: tuple[rb.RealCluster, float], tmp_path: Path
+) -> None:
+    """The Java 5.5 tool's getLiteGroupInfo (top 30: every lite topic here) lists the lite topics,
+    their lags and the total that consumerProgress -g --all shows."""
+    cluster, _ = lite
+    ns = cluster.namesrv_addr
+    java = rb.check_java_mqadmin(
+        "5.5.1", ns, "getLiteGroupInfo", "-p", PARENT, "-g", GROUP, "-k", "30", workdir=tmp_path
+    ).stdout
+    by_count = java.split("TopK by lag count")[1].split("TopK by lag time")[0]
+    rows = (line.split() for line in by_count.splitlines())
+    java_lags = {cols[1]: int(cols[2]) for cols in rows if len(cols) >= 3 and cols[0].isdigit()}
+    code, doc, err = cli("consumerProgress", "-n", ns, "-g", GROUP, "--all", "--json")
+    assert code == 0, err
+    assert java_lags == {r["lite_topic"]: r["diff"] for r in doc["lite_topics"]} and len(java_lags) == len(LITES)
+    assert f"Total Lag Count: {doc['diff_total']}" in java, java
 
 
 def test_one_lite_topic_and_the_checks(lite: tuple[rb.RealCluster, float]) -> None:

@@ -606,23 +606,28 @@ def create_topic(
     *,
     credentials: Credentials | None = None,
     tls: ssl.SSLContext | None = None,
+    attributes: str | None = None,
 ) -> None:
     """UPDATE_AND_CREATE_TOPIC on one broker: what Java ``updateTopic`` sends, without a JVM.
 
-    Works on the mock server too. The broker pushes the new route to the name server at once."""
+    Works on the mock server too. The broker pushes the new route to the name server at once.
+    ``attributes``: 5.x topic attributes, e.g. ``+message.type=LITE`` (a lite parent topic)."""
+    fields: dict[str, object] = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": queues,
+        "writeQueueNums": queues,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }
+    if attributes:
+        fields["attributes"] = attributes
     head, _ = remoting_call(
         broker_addr,
         UPDATE_AND_CREATE_TOPIC,
-        {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": queues,
-            "writeQueueNums": queues,
-            "perm": 6,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
-            "order": False,
-        },
+        fields,
         credentials=credentials,
         tls=tls,
     )
@@ -631,10 +636,17 @@ def create_topic(
 
 
 def create_group(
-    broker_addr: str, group: str, *, credentials: Credentials | None = None, tls: ssl.SSLContext | None = None
+    broker_addr: str,
+    group: str,
+    *,
+    credentials: Credentials | None = None,
+    tls: ssl.SSLContext | None = None,
+    attributes: Mapping[str, str] | None = None,
 ) -> None:
-    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: 5.3.x refuses offset commits of unknown groups."""
-    body = {
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: 5.3.x refuses offset commits of unknown groups.
+
+    ``attributes``: 5.x group attributes, e.g. ``{"+lite.bind.topic": parent}`` (a lite group)."""
+    body: dict[str, object] = {
         "groupName": group,
         "consumeEnable": True,
         "consumeBroadcastEnable": True,
@@ -642,6 +654,8 @@ def create_group(
         "retryMaxTimes": 16,
         "brokerId": 0,
     }
+    if attributes:
+        body["attributes"] = dict(attributes)
     head, _ = remoting_call(
         broker_addr,
         UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,

@@ -17,6 +17,18 @@ from tests.support import realbroker as rb
 
 #: how many masters a shared cluster has (the Java-parity modules' topology)
 SHARED_BROKERS = 2
+#: the first broker line with lite topics, and the broker.conf settings they need. Neither
+#: touches ordinary topics and groups (upstream: an LMQ is a ``%LMQ%`` name, multi-dispatch
+#: acts on messages that carry INNER_MULTI_DISPATCH); the one visible change is that the
+#: broker persists all consumer offsets to config/lmqConsumerOffset.json (LmqConsumerOffsetManager)
+LITE_SINCE = (5, 5)
+LITE_SETTINGS = {"enableLmq": True, "enableMultiDispatch": True}
+
+
+def settings(version: str) -> dict[str, object]:
+    """The settings a shared cluster of ``version`` starts with beyond the harness's defaults."""
+    return dict(LITE_SETTINGS) if tuple(map(int, version.split(".")[:2])) >= LITE_SINCE else {}
+
 
 _clusters: dict[str, rb.RealCluster] = {}
 _last_user: list[pytest.Item] = []
@@ -30,14 +42,16 @@ def _stop_all() -> None:
 
 @pytest.fixture(scope="session")
 def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], rb.RealCluster]]:
-    """``get(version)``: a running two-master cluster of that version with default settings.
+    """``get(version)``: a running two-master cluster of that version with default settings,
+    plus lite topics on 5.5+ (:func:`settings`).
 
     Users create their own topics and groups (names unique to the module) and leave broker
     settings as they found them."""
 
     def get(version: str) -> rb.RealCluster:
         if version not in _clusters:
-            cluster = rb.RealCluster(version, tmp_path_factory.mktemp(f"shared-{version}") / "rmq", SHARED_BROKERS)
+            work = tmp_path_factory.mktemp(f"shared-{version}") / "rmq"
+            cluster = rb.RealCluster(version, work, SHARED_BROKERS, extra_broker_conf=settings(version))
             cluster.start()
             _clusters[version] = cluster
         return _clusters[version]
