@@ -153,6 +153,13 @@ def warn_memory_only(ctx: Context, infos: dict[str, BrokerInfo], planned: list[s
         )
 
 
+def offsets_file(info: BrokerInfo | None) -> str:
+    """The file a file-store broker persists consumer offsets to: with enableLmq (lite topics)
+    all of them go to lmqConsumerOffset.json (broker: LmqConsumerOffsetManager)."""
+    lmq = str(((info.config or {}) if info is not None else {}).get("enableLmq", "false")).lower() == "true"
+    return "lmqConsumerOffset.json" if lmq else "consumerOffset.json"
+
+
 def durability_line(infos: dict[str, BrokerInfo], methods: dict[str, Method]) -> str:
     """The truth about when the applied offsets survive a broker crash or restart, per store."""
     parts: dict[str, list[str]] = {}
@@ -171,7 +178,7 @@ def durability_line(infos: dict[str, BrokerInfo], methods: dict[str, Method]) ->
         elif store == ROCKSDB:
             text = f"writes consumer offsets into its RocksDB offset store (storeType=defaultRocksDB) {every}"
         else:
-            text = f"writes consumer offsets to config/consumerOffset.json {every}"
+            text = f"writes consumer offsets to config/{offsets_file(info)} {every}"
         parts.setdefault(text, []).append(name)
     if not parts:
         return ""

@@ -220,6 +220,9 @@ def test_the_offset_store_decides_the_path_and_the_durability_line() -> None:
     )
     line = rp.durability_line({"broker-a": file}, {"broker-a": Method.SERVER_SIDE})
     assert "consumerOffset.json every flushConsumerOffsetInterval (5000 ms)" in line and "crash" in line
+    lmq = _info(enableLmq="true")  # lite topics on: every offset goes to another file
+    line = rp.durability_line({"broker-a": lmq}, {"broker-a": Method.SERVER_SIDE})
+    assert "config/lmqConsumerOffset.json every" in line
     line = rp.durability_line({"broker-a": rocks}, {"broker-a": Method.SERVER_SIDE})
     assert "RocksDB offset store (storeType=defaultRocksDB)" in line
     line = rp.durability_line({"broker-a": v2}, {"broker-a": Method.DIRECT})
