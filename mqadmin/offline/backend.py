@@ -22,6 +22,23 @@ from mqadmin.protocol.constants import PERM_READ_WRITE
 _CONFIGS = ("consumerOffset.json", "topics.json", "subscriptionGroup.json")
 
 
+#: where a broker run with enableLmq (5.x lite topics) persists every consumer offset instead of
+#: consumerOffset.json, which it leaves as it was (broker: LmqConsumerOffsetManager)
+LMQ_OFFSETS = "lmqConsumerOffset.json"
+
+
+def offsets_file(store: BrokerStore) -> str:
+    """The offsets file the broker wrote last: the newer of the two (each with its .bak)."""
+
+    def newest(name: str) -> float:
+        path = store.config_path(name)
+        times = [p.stat().st_mtime for p in (path, path.with_name(path.name + ".bak")) if p.exists()]
+        return max(times, default=-1.0)
+
+    lmq = newest(LMQ_OFFSETS)
+    return LMQ_OFFSETS if lmq >= 0 and lmq >= newest("consumerOffset.json") else "consumerOffset.json"
+
+
 class StoreBroker(MockBroker):
     """MockBroker's read paths over one store; topics the config lacks come from consumequeue/.
 
@@ -31,6 +48,9 @@ class StoreBroker(MockBroker):
 
     def load(self) -> None:
         super().load()
+        if offsets_file(self.store) == LMQ_OFFSETS:
+            table = self.store.load_config(LMQ_OFFSETS).get("offsetTable", {})
+            self.offsets = {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
         for topic in self.store.topics_on_disk():
             ids = self.store.queue_ids_on_disk(topic)
             if topic in self.topics or not ids:
@@ -134,10 +154,13 @@ def _notes(spec: StoreSpec, store: BrokerStore) -> list[str]:
             f"{spec.name}: {spec.root / 'abort'} exists: the broker did not shut down cleanly; consumer offsets "
             "are from its last persist, and queue entries past the end of the commit log are left out"
         )
-    for name in _CONFIGS:
+    offsets = offsets_file(store)
+    if offsets == LMQ_OFFSETS:
+        out.append(f"{spec.name}: read config/{LMQ_OFFSETS}, the newer offsets file (the broker ran with enableLmq)")
+    for name in (offsets if n == "consumerOffset.json" else n for n in _CONFIGS):
         main = store.config_path(name)
         used = store.config_sources.get(name)
-        if name == "consumerOffset.json" and used is None and (main.exists() or _bak(main).exists()):
+        if name in ("consumerOffset.json", LMQ_OFFSETS) and used is None and (main.exists() or _bak(main).exists()):
             out.append(f"{spec.name}: neither config/{name} nor its .bak is readable: no consumer offsets")
         elif used is not None and used != main:
             state = "missing" if not main.exists() else "empty or corrupt"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
 
+from mqadmin import fastjson
 from mqadmin.admin import connect
 from mqadmin.errors import UsageError
 from mqadmin.mock.cluster import MockCluster
@@ -353,3 +355,30 @@ def test_not_a_store(
     r = cli("queryOffset", "-n", store_address(target), "-t", "TopicTest")
     assert r.code == 2, r.stderr
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_lite_enabled_brokers_offsets_file_is_read(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """A broker run with enableLmq persists every consumer offset to lmqConsumerOffset.json
+    (LmqConsumerOffsetManager) and leaves consumerOffset.json as it was before: the newer file
+    is the broker's, and the view says which it read."""
+    store = make_store(count=80, groups={"g": None})
+    config = store.path / "broker-a" / "config"
+    current = fastjson.loads((config / "consumerOffset.json").read_text())
+    (config / "lmqConsumerOffset.json").write_text(fastjson.dumps_pretty(current))
+    for queues in current["offsetTable"].values():  # stale: from before enableLmq
+        queues.update((q, 3) for q in queues)
+    (config / "consumerOffset.json").write_text(fastjson.dumps_pretty(current))
+    old = time.time() - 3600
+    os.utime(config / "consumerOffset.json", (old, old))
+    r = cli("queryOffset", "-n", store_address(store.path), "-t", "TopicTest", "-g", "g", "--json")
+    assert r.code == 0 and all(q["consumer_offset"] == 10 for q in r.json()["queues"])  # type: ignore[index]
+    assert "broker-a: read config/lmqConsumerOffset.json, the newer offsets file (the broker ran with enableLmq)" in (
+        r.stderr
+    )
+    (config / "lmqConsumerOffset.json").unlink()
+    r = cli("queryOffset", "-n", store_address(store.path), "-t", "TopicTest", "-g", "g", "--json")
+    queues = r.json()["queues"]  # type: ignore[index]
+    assert r.code == 0 and {q["consumer_offset"] for q in queues if q["broker"] == "broker-a"} == {3}
+    assert "lmqConsumerOffset" not in r.stderr
