@@ -105,6 +105,36 @@ def test_every_lite_topic_as_a_row_equal_to_what_was_sent_and_committed(lite: tu
     assert diffs == sorted(diffs, reverse=True)
 
 
+def test_a_mistyped_group_is_not_created_and_a_store_view_reads_the_lmq_offsets_file(
+    lite: tuple[rb.RealCluster, float],
+) -> None:
+    """A 5.5 broker asked GET_LITE_GROUP_INFO about a group it lacks creates it: the commands
+    ask only about groups the brokers hold. With enableLmq the broker persists every offset to
+    config/lmqConsumerOffset.json, which a store:// view of its directory reads."""
+    cluster, _ = lite
+    typo = GROUP + "_typo"
+    for args in (("consumerProgress", "-g", typo), ("queryOffset", "-t", PARENT, "-g", typo)):
+        code, _, err = cli(args[0], "-n", cluster.namesrv_addr, *args[1:])
+        assert code == 2 and f"unknown consumer group '{typo}'" in err, err
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+    try:
+        assert typo not in admin.list_groups(subscribed=True) and GROUP in admin.list_groups(subscribed=True)
+    finally:
+        admin.close()
+    live = {mq.queue_id: offset for mq, offset in _plain_offsets(cluster).items() if mq.broker_name == "broker-a"}
+    assert set(live.values()) == {0}
+    saved = cluster.store_dirs[0] / "config" / "lmqConsumerOffset.json"
+    deadline = time.monotonic() + 20  # persisted every flushConsumerOffsetInterval (5 s)
+    while f"{PLAIN_TOPIC}@{PLAIN_GROUP}" not in (saved.read_text() if saved.exists() else ""):
+        assert time.monotonic() < deadline, "the broker did not persist lmqConsumerOffset.json"
+        time.sleep(0.5)
+    store = f"store://{cluster.store_dirs[0]}"
+    code, doc, err = cli("queryOffset", "-n", store, "-t", PLAIN_TOPIC, "-g", PLAIN_GROUP, "--json")
+    assert code == 0, err
+    assert {q["queue_id"]: q["consumer_offset"] for q in _valid(doc)["queues"]} == live
+    assert "lmqConsumerOffset.json" in err
+
+
 def test_the_default_is_the_top_20_by_lag_with_the_total_of_all(lite: tuple[rb.RealCluster, float]) -> None:
     cluster, _ = lite
     code, doc, err = cli("consumerProgress", "-n", cluster.namesrv_addr, "-g", GROUP, "--json")
