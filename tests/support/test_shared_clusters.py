@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from . import shared_clusters as sc
+from tests.support import shared_clusters as sc
 
 
 @pytest.fixture(autouse=True)
