@@ -291,6 +291,13 @@ def online_consumer(session: Session) -> Iterator[RemotingClient]:
         consumer.close()
 
 
+def _routed_brokers(admin: RemotingAdmin, topic: str) -> set[str]:
+    try:
+        return {q.broker_name for q in admin.topic_route(topic).message_queues()}
+    except errors.TopicNotExist:
+        return set()
+
+
 def test_online_consumer_connections_reset_and_java_progress(session: Session, online_consumer: RemotingClient) -> None:
     admin = session.admin
     conn = admin.consumer_connections(GROUP)
@@ -316,7 +323,13 @@ def test_online_consumer_connections_reset_and_java_progress(session: Session, o
             pushed.update(fastjson.mq_table(fastjson.loads(cmd.body)["offsetTable"]))
         assert pushed == expected
 
-    # Java consumerProgress (now that %RETRY% exists) shows what consume_stats returns.
+    # Java consumerProgress (now that %RETRY% exists) shows what consume_stats returns. The tool
+    # asks the brokers in the %RETRY% route, which reaches the name server with each broker's
+    # registration after the heartbeat: wait until every broker is in it.
+    deadline = time.monotonic() + WAIT
+    while _routed_brokers(admin, "%RETRY%" + GROUP) != set(session.cluster.broker_names):
+        assert time.monotonic() < deadline, "the %RETRY% topic is not routed to every broker"
+        time.sleep(0.2)
     stats = admin.consume_stats(GROUP)
     ours = {
         (q.topic, q.broker_name, q.queue_id): (w.broker_offset, w.consumer_offset) for q, w in stats.offsets.items()
