@@ -1,7 +1,7 @@
 """Our CLI beside the Java ``mqadmin`` on the same real broker state (issue 3, point 8).
 
-One two-broker cluster per RocketMQ version (4.9.7, 5.3.3; 5.5.1's is shared with other modules
-and its Java tool, 5.5.0, runs one call at a time). The state is built without
+One two-broker cluster per RocketMQ version (4.9.7, 5.3.3, 5.5.1), each shared with other modules
+(5.5.1's Java tool, 5.5.0, runs one call at a time). The state is built without
 the JVM (every Java call costs ~4 s): messages through ``RemotingAdmin.send``, groups made
 known to the brokers by one heartbeat (which also creates their ``%RETRY%`` topics, needed by
 Java's ``consumerProgress -g``) and then left offline, offsets committed directly, plus one
@@ -20,7 +20,6 @@ Known differences are asserted as such (``test_reset_no_force``,
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
@@ -291,9 +290,8 @@ def _settle_online_consumer(world: World) -> None:
         time.sleep(0.2)
 
 
-#: the versions held to the Java tool; 5.5.1 on the cluster shared with other modules
+#: the versions held to the Java tool, each on the cluster shared with other modules
 PARITY_VERSIONS = (*rb.VERSIONS, "5.5.1")
-SHARED_VERSIONS = ("5.5.1",)
 
 
 @pytest.fixture(scope="module", params=PARITY_VERSIONS)
@@ -310,42 +308,37 @@ def world(
         mp.setenv("MQADMIN_HOME", str(workdir / "mqadmin-home"))
         mp.setenv("NO_COLOR", "1")
         mp.delenv("NAMESRV_ADDR", raising=False)
-        own = version not in SHARED_VERSIONS
-        with (
-            rb.RealCluster(version, workdir / "rmq", brokers=BROKERS)
-            if own
-            else contextlib.nullcontext(shared_cluster(version)) as cluster
-        ):
-            admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
-            w = World(version, cluster, admin, workdir)
+        cluster = shared_cluster(version)
+        admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
+        w = World(version, cluster, admin, workdir)
+        try:
+            t0 = time.monotonic()
+            setup = RemotingClient(cluster.namesrv_addr, timeout=WAIT)
             try:
-                t0 = time.monotonic()
-                setup = RemotingClient(cluster.namesrv_addr, timeout=WAIT)
-                try:
-                    for addr in cluster.broker_addrs:
-                        rb.create_topic(addr, TOPIC, QUEUES)
-                finally:
-                    setup.close()
-                _produce(w)
-                t1 = time.monotonic()
-                # G_ONLINE too: its %RETRY% route then exists when the consumer starts (faster rebalance)
-                _make_groups_known(w, (*OFFLINE_GROUPS, G_ONLINE))
-                t2 = time.monotonic()
-                _commit(w, G_PROGRESS, dict(zip(w.queues, PROGRESS_OFFSETS, strict=True)))
-                for group in (*G_FORCE, *G_NOFORCE):
-                    _commit(w, group, dict(zip(w.queues, RESET_PRIOR, strict=True)))
-                for group in G_PARTIAL:
-                    _commit(w, group, {mq: PARTIAL_PRIOR for mq in w.queues if mq.broker_name == "broker-a"})
-                w.timings |= {"produce_s": t1 - t0, "groups_s": t2 - t1, "commit_s": time.monotonic() - t2}
-                # started now, settled only before the snapshot: it consumes while the resets run
-                w.online = oc.push_consumer(
-                    cluster.namesrv_addr, G_ONLINE, TOPIC, workdir=workdir / "online-consumer", name="online"
-                ).start()
-                yield w
+                for addr in cluster.broker_addrs:
+                    rb.create_topic(addr, TOPIC, QUEUES)
             finally:
-                if w.online is not None:
-                    w.online.stop(check=False)
-                admin.close()
+                setup.close()
+            _produce(w)
+            t1 = time.monotonic()
+            # G_ONLINE too: its %RETRY% route then exists when the consumer starts (faster rebalance)
+            _make_groups_known(w, (*OFFLINE_GROUPS, G_ONLINE))
+            t2 = time.monotonic()
+            _commit(w, G_PROGRESS, dict(zip(w.queues, PROGRESS_OFFSETS, strict=True)))
+            for group in (*G_FORCE, *G_NOFORCE):
+                _commit(w, group, dict(zip(w.queues, RESET_PRIOR, strict=True)))
+            for group in G_PARTIAL:
+                _commit(w, group, {mq: PARTIAL_PRIOR for mq in w.queues if mq.broker_name == "broker-a"})
+            w.timings |= {"produce_s": t1 - t0, "groups_s": t2 - t1, "commit_s": time.monotonic() - t2}
+            # started now, settled only before the snapshot: it consumes while the resets run
+            w.online = oc.push_consumer(
+                cluster.namesrv_addr, G_ONLINE, TOPIC, workdir=workdir / "online-consumer", name="online"
+            ).start()
+            yield w
+        finally:
+            if w.online is not None:
+                w.online.stop(check=False)
+            admin.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """skipAccumulatedMessage, cloneGroupOffset and resetOffsetByTime --output java beside the Java
 ``mqadmin`` on the same real broker state (4.9.7, 5.3.3 and 5.5.1, whose Java tool is 5.5.0).
 
-One two-broker cluster per version (5.5.1's shared with other modules), built as in test_java_parity (messages and
+One two-broker cluster per version, shared with other modules, built as in test_java_parity (messages and
 offsets without the JVM). Each scenario runs the Java tool on one group and ours on a twin group
 with the same prior offsets, all Java calls at once; then both groups are read back, and the
 Java tool's printed rows are compared with ours printed as ``--output java``.
@@ -9,7 +9,6 @@ Java tool's printed rows are compared with ours printed as ``--output java``.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
@@ -35,7 +34,6 @@ from tests.integration.test_java_parity import (
     PER_QUEUE,
     QUEUES,
     RESET_PRIOR,
-    SHARED_VERSIONS,
     WAIT,
     World,
     _commit,
@@ -78,32 +76,27 @@ def world(
         mp.setenv("MQADMIN_HOME", str(workdir / "mqadmin-home"))
         mp.setenv("NO_COLOR", "1")
         mp.delenv("NAMESRV_ADDR", raising=False)
-        own = version not in SHARED_VERSIONS
-        with (
-            rb.RealCluster(version, workdir / "rmq", brokers=BROKERS)
-            if own
-            else contextlib.nullcontext(shared_cluster(version)) as cluster
-        ):
-            admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
-            w = World(version, cluster, admin, workdir, topic=OC_TOPIC)
-            try:
-                for addr in cluster.broker_addrs:
-                    rb.create_topic(addr, w.topic, QUEUES)
-                _produce(w)
-                _make_groups_known(w, GROUPS)
-                for addr in cluster.broker_addrs:
-                    rb.create_topic(addr, OTHER, OTHER_QUEUES)
-                other = _other_queues(w)
-                for i in range(OTHER_PER_QUEUE * len(other)):
-                    mq = other[i % len(other)]
-                    w.admin.send(OTHER, Message(OTHER, f"other-{i}".encode(), {"TAGS": "TagA"}), queue=mq)
-                _commit(w, G_MULTI, dict.fromkeys(other, 2))
-                for group in (*G_SKIP, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT, G_MULTI, G_PLAN):
-                    _commit(w, group, dict(zip(w.queues, RESET_PRIOR, strict=True)))
-                _commit(w, G_CLONE_SRC, dict(zip(w.queues, SOURCE_OFFSETS, strict=True)))
-                yield w
-            finally:
-                admin.close()
+        cluster = shared_cluster(version)
+        admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
+        w = World(version, cluster, admin, workdir, topic=OC_TOPIC)
+        try:
+            for addr in cluster.broker_addrs:
+                rb.create_topic(addr, w.topic, QUEUES)
+            _produce(w)
+            _make_groups_known(w, GROUPS)
+            for addr in cluster.broker_addrs:
+                rb.create_topic(addr, OTHER, OTHER_QUEUES)
+            other = _other_queues(w)
+            for i in range(OTHER_PER_QUEUE * len(other)):
+                mq = other[i % len(other)]
+                w.admin.send(OTHER, Message(OTHER, f"other-{i}".encode(), {"TAGS": "TagA"}), queue=mq)
+            _commit(w, G_MULTI, dict.fromkeys(other, 2))
+            for group in (*G_SKIP, *G_CLONE, *G_RESET, G_BUSY, *G_EARLIEST, G_SHIFT, G_MULTI, G_PLAN):
+                _commit(w, group, dict(zip(w.queues, RESET_PRIOR, strict=True)))
+            _commit(w, G_CLONE_SRC, dict(zip(w.queues, SOURCE_OFFSETS, strict=True)))
+            yield w
+        finally:
+            admin.close()
 
 
 def _other_queues(world: World) -> list[MessageQueue]:

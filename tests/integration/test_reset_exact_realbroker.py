@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +21,33 @@ from tests.support import realbroker as rb
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
+VERSION = "4.9.7"
 TOPIC, GROUP = "ExactTopic", "exact_group"
 MESSAGES = 30
 
 
 @pytest.fixture(scope="module")
-def real4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[int]]]:
-    """A 4.9.7 broker with one queue of messages sent ~15 ms apart; (namesrv, store times)."""
-    work = tmp_path_factory.mktemp("exact-real")
-    with rb.RealCluster("4.9.7", work / "rmq", brokers=1) as cluster:
-        c = cluster.cluster_name
-        cluster.mqadmin("updateTopic", "-c", c, "-t", TOPIC, "-r", "1", "-w", "1")
-        cluster.mqadmin("updateSubGroup", "-c", c, "-g", GROUP)
-        admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
-        try:
-            route = admin.topic_route(TOPIC)
-            mq = route.message_queues()[0]
-            for i in range(MESSAGES):
-                admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()), mq)
-                time.sleep(0.015)
-            admin.update_consumer_offset(GROUP, mq, MESSAGES)
-            got = admin.pull(mq, 0, 32).messages
-            times = [m.store_timestamp for m in sorted(got, key=lambda m: m.queue_offset)]
-            assert len(times) == MESSAGES
-        finally:
-            admin.close()
-        yield cluster.namesrv_addr, times
+def real4(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[str, list[int]]]:
+    """One queue of messages sent ~15 ms apart on the first broker of the shared 4.9.7 cluster;
+    (namesrv, store times)."""
+    cluster = shared_cluster(VERSION)
+    c = cluster.cluster_name
+    cluster.mqadmin("updateTopic", "-b", cluster.broker_addrs[0], "-t", TOPIC, "-r", "1", "-w", "1")
+    cluster.mqadmin("updateSubGroup", "-c", c, "-g", GROUP)
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+    try:
+        route = admin.topic_route(TOPIC)
+        mq = route.message_queues()[0]
+        for i in range(MESSAGES):
+            admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()), mq)
+            time.sleep(0.015)
+        admin.update_consumer_offset(GROUP, mq, MESSAGES)
+        got = admin.pull(mq, 0, 32).messages
+        times = [m.store_timestamp for m in sorted(got, key=lambda m: m.queue_offset)]
+        assert len(times) == MESSAGES
+    finally:
+        admin.close()
+    yield cluster.namesrv_addr, times
 
 
 def cli(*args: str) -> tuple[int, Any, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +27,27 @@ from tests.support.scripted_consumer import ScriptedConsumer
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
+VERSION = "4.9.7"
 TOPIC, COUNT = "OnlineTopic", 40
 
 
 @pytest.fixture(scope="module")
-def real4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """A 4.9.7 broker with COUNT messages on 4 queues; (namesrv, ms before the first message)."""
-    work = tmp_path_factory.mktemp("online-real")
-    with rb.RealCluster("4.9.7", work / "rmq", brokers=1) as cluster:
-        c = cluster.cluster_name
-        cluster.mqadmin("updateTopic", "-c", c, "-t", TOPIC, "-r", "4", "-w", "4")
-        for group in ("push_group", "pull_group", "deaf_group"):
-            cluster.mqadmin("updateSubGroup", "-c", c, "-g", group)
-        admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
-        try:
-            before = int(time.time() * 1000) - 1000
-            for i in range(COUNT):
-                admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()))
-        finally:
-            admin.close()
-        yield cluster.namesrv_addr, before
+def real4(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[str, int]]:
+    """COUNT messages on 4 queues of the first broker of the shared 4.9.7 cluster; (namesrv, ms
+    before the first message)."""
+    cluster = shared_cluster(VERSION)
+    c = cluster.cluster_name
+    cluster.mqadmin("updateTopic", "-b", cluster.broker_addrs[0], "-t", TOPIC, "-r", "4", "-w", "4")
+    for group in ("push_group", "pull_group", "deaf_group"):
+        cluster.mqadmin("updateSubGroup", "-c", c, "-g", group)
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
+    try:
+        before = int(time.time() * 1000) - 1000
+        for i in range(COUNT):
+            admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()))
+    finally:
+        admin.close()
+    yield cluster.namesrv_addr, before
 
 
 def cli(home: Path, *args: str) -> tuple[int, Any, str]:

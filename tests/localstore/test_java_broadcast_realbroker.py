@@ -63,7 +63,13 @@ class Setup:
 
 
 @pytest.fixture(scope="module", params=rb.VERSIONS)
-def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+def setup(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[Setup]:
+    """The cluster shared with other modules, the topic on its first broker only (one broker's
+    queues, as a single-broker cluster routes them)."""
     version: str = request.param
     work = tmp_path_factory.mktemp(f"broadcast-{version}")
     lib = rb.ensure_dist(version)
@@ -71,19 +77,19 @@ def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     subprocess.run(
         ["javac", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)], check=True, capture_output=True, timeout=120
     )
-    with rb.RealCluster(version, work / "cluster", brokers=1) as cluster:
-        cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC, "-r", str(QUEUES), "-w", str(QUEUES))
-        admin = connect(cluster.namesrv_addr, timeout=10)
-        times: dict[MessageQueue, list[int]] = {}
-        try:
-            for i in range(QUEUES * PER_QUEUE):
-                admin.send(TOPIC, Message(TOPIC, f"sms-{i}".encode(), {"TAGS": "sms"}))
-                time.sleep(0.01)
-            for mq in admin.topic_route(TOPIC).message_queues():
-                times[mq] = [m.store_timestamp for m in admin.pull(mq, 0, 64).messages]
-        finally:
-            admin.close()
-        yield Setup(version, cluster, work, classes, lib, work / "offsets", times)
+    cluster = shared_cluster(version)
+    cluster.mqadmin("updateTopic", "-b", cluster.broker_addrs[0], "-t", TOPIC, "-r", str(QUEUES), "-w", str(QUEUES))
+    admin = connect(cluster.namesrv_addr, timeout=10)
+    times: dict[MessageQueue, list[int]] = {}
+    try:
+        for i in range(QUEUES * PER_QUEUE):
+            admin.send(TOPIC, Message(TOPIC, f"sms-{i}".encode(), {"TAGS": "sms"}))
+            time.sleep(0.01)
+        for mq in admin.topic_route(TOPIC).message_queues():
+            times[mq] = [m.store_timestamp for m in admin.pull(mq, 0, 64).messages]
+    finally:
+        admin.close()
+    yield Setup(version, cluster, work, classes, lib, work / "offsets", times)
 
 
 def test_java_client_offsets_read_reset_and_resumed_from(setup: Setup, cli: Callable[..., CliResult]) -> None:

@@ -1,8 +1,9 @@
 """RemotingAdmin against a real Apache RocketMQ namesrv + two brokers (4.9.8 and 5.3.3).
 
-Each version gets one cluster for the module; the tests run in file order and build on each
-other (send, then read, then move offsets, then reset), as an operator's session would. The
-Java ``mqadmin`` of the same version is the referee for the numbers.
+Each version's cluster is the one shared with other modules (this module's topic and group are
+its own); the tests run in file order and build on each other (send, then read, then move
+offsets, then reset), as an operator's session would. The Java ``mqadmin`` of the same version
+is the referee for the numbers.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -57,18 +58,18 @@ class Session:
 
 
 @pytest.fixture(scope="module", params=rb.VERSIONS)
-def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+def session(request: pytest.FixtureRequest, shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[Session]:
     version: str = request.param
-    workdir = tmp_path_factory.mktemp(f"rmq-{version}")
-    with rb.RealCluster(version, workdir, brokers=BROKERS) as cluster:
-        c = cluster.cluster_name
-        cluster.mqadmin("updateTopic", "-c", c, "-t", TOPIC, "-r", str(QUEUES), "-w", str(QUEUES))
-        cluster.mqadmin("updateSubGroup", "-c", c, "-g", GROUP)
-        admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
-        try:
-            yield Session(version, cluster, admin)
-        finally:
-            admin.close()
+    cluster = shared_cluster(version)
+    assert len(cluster.brokers) == BROKERS
+    c = cluster.cluster_name
+    cluster.mqadmin("updateTopic", "-c", c, "-t", TOPIC, "-r", str(QUEUES), "-w", str(QUEUES))
+    cluster.mqadmin("updateSubGroup", "-c", c, "-g", GROUP)
+    admin = RemotingAdmin(cluster.namesrv_addr, timeout=WAIT)
+    try:
+        yield Session(version, cluster, admin)
+    finally:
+        admin.close()
 
 
 def java_rows(out: str, first: str) -> list[list[str]]:
@@ -290,6 +291,13 @@ def online_consumer(session: Session) -> Iterator[RemotingClient]:
         consumer.close()
 
 
+def _routed_brokers(admin: RemotingAdmin, topic: str) -> set[str]:
+    try:
+        return {q.broker_name for q in admin.topic_route(topic).message_queues()}
+    except errors.TopicNotExist:
+        return set()
+
+
 def test_online_consumer_connections_reset_and_java_progress(session: Session, online_consumer: RemotingClient) -> None:
     admin = session.admin
     conn = admin.consumer_connections(GROUP)
@@ -315,7 +323,13 @@ def test_online_consumer_connections_reset_and_java_progress(session: Session, o
             pushed.update(fastjson.mq_table(fastjson.loads(cmd.body)["offsetTable"]))
         assert pushed == expected
 
-    # Java consumerProgress (now that %RETRY% exists) shows what consume_stats returns.
+    # Java consumerProgress (now that %RETRY% exists) shows what consume_stats returns. The tool
+    # asks the brokers in the %RETRY% route, which reaches the name server with each broker's
+    # registration after the heartbeat: wait until every broker is in it.
+    deadline = time.monotonic() + WAIT
+    while _routed_brokers(admin, "%RETRY%" + GROUP) != set(session.cluster.broker_names):
+        assert time.monotonic() < deadline, "the %RETRY% topic is not routed to every broker"
+        time.sleep(0.2)
     stats = admin.consume_stats(GROUP)
     ours = {
         (q.topic, q.broker_name, q.queue_id): (w.broker_offset, w.consumer_offset) for q, w in stats.offsets.items()

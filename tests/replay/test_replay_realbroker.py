@@ -3,8 +3,9 @@
 The embedded-mock tests (test_range_replay_cli.py) prove the logic; these prove it holds where
 the broker is not ours: the real time search is coarse (4.x lands on the *nearest* message),
 store times come from the broker's clock with many messages per millisecond, and send-back goes
-through the broker's delay queue. One cluster (two brokers) per version for the whole module;
-the same tests run against a ``MockServer`` so the two can be compared side by side.
+through the broker's delay queue. One cluster (two brokers) per version, shared with other
+modules (the topics and groups here are this module's own); the same tests run against a
+``MockServer`` so the two can be compared side by side.
 
 The data is made once per side: bursts of concurrent sends through our backend, so that several
 messages share a store millisecond on one queue, with a quiet gap between bursts (the mock is
@@ -270,7 +271,11 @@ def prepare(side: Side) -> None:
 
 
 @pytest.fixture(scope="module", params=SIDES)
-def side(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
+def side(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cluster: Callable[[str], rb.RealCluster],
+) -> Iterator[Side]:
     name: str = request.param
     work = tmp_path_factory.mktemp(f"replay-{name}")
     if name.startswith("mock-"):
@@ -285,10 +290,11 @@ def side(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             server.stop()
             cluster.close()
         return
-    with rb.RealCluster(name, work / "rmq", brokers=len(BROKERS)) as real:
-        s = Side(name, real.namesrv_addr, dict(real.brokers))
-        prepare(s)
-        yield s
+    real = shared_cluster(name)
+    assert real.broker_names == list(BROKERS)
+    s = Side(name, real.namesrv_addr, dict(real.brokers))
+    prepare(s)
+    yield s
 
 
 def replay(cli_proc: Run, side: Side, *args: str, timeout: float = CLI_TIMEOUT) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,80 +179,84 @@ def _check_delivery(sent: list[dict[str, Any]], got: list[dict[str, Any]]) -> di
 
 @pytest.mark.realbroker
 @pytest.mark.parametrize("version", rb.VERSIONS)
-def test_real_broker_round_trip(version: str, provisioned: oc.Provisioned, tmp_path: Path) -> None:
+def test_real_broker_round_trip(
+    version: str, provisioned: oc.Provisioned, tmp_path: Path, shared_cluster: Callable[[str], rb.RealCluster]
+) -> None:
+    """On the cluster shared with other modules, the topic on its first broker only: one
+    broker's four queues, as a single-broker cluster would route them."""
     timings: dict[str, float] = {}  # printed at the end: `pytest -rP` shows them
-    with rb.RealCluster(version, tmp_path / "rmq") as cluster:
-        timings["broker_start_s"] = round(cluster.timings["start"], 2)
-        cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC, "-r", "4", "-w", "4")
+    cluster = shared_cluster(version)
+    timings["broker_start_s"] = round(cluster.timings["start"], 2)
+    cluster.mqadmin("updateTopic", "-b", cluster.broker_addrs[0], "-t", TOPIC, "-r", "4", "-w", "4")
 
-        t0 = time.monotonic()
-        sent = oc.produce(
+    t0 = time.monotonic()
+    sent = oc.produce(
+        cluster.namesrv_addr,
+        TOPIC,
+        COUNT,
+        workdir=tmp_path / "producer",
+        tags=TAGS,
+        keys="key-{i}",
+        body="body-{i}",
+    )
+    timings["produce_s"] = round(time.monotonic() - t0, 2)
+    assert [s["i"] for s in sent] == list(range(COUNT))
+    assert {s["status"] for s in sent} == {"OK"}
+    assert [s["tags"] for s in sent[:3]] == ["TagA", "TagB", "TagA"]
+
+    consumer = oc.push_consumer(cluster.namesrv_addr, GROUP, TOPIC, workdir=tmp_path / "consumer")
+    with consumer:
+        got = consumer.wait_for_messages(COUNT, timeout=60)
+        timings["first_message_s"] = got[0]["t"]
+        timings["all_messages_s"] = got[-1]["t"]
+        per_queue = _check_delivery(sent, got)
+        assert sum(per_queue.values()) == COUNT
+        # Committed while online: the C++ client pushes offsets every 5 s (oneway, logged),
+        # so wait for its log line before paying for JVM-based polls.
+        consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15)
+        timings["commit_logged_s"] = round(time.monotonic() - consumer.started_at, 2)
+        timings["commit_online_s"] = round(_wait_committed(cluster, GROUP, per_queue, 30), 2)
+        # one more persist round (a line per queue) after the commit was seen: the consumer
+        # kept pulling from the committed offsets, and nothing came twice
+        logged = consumer.cpp_log().count("updateConsumeOffsetToBroker")
+        consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15, count=logged + len(per_queue))
+        assert len(consumer.messages) == COUNT, "redelivery after commit"
+        consumer.stop()
+    assert consumer.of("stopping")[0]["reason"] == "signal"
+    assert consumer.of("shutdown"), "clean shutdown (persist offsets, unregister)"
+    _wait_committed(cluster, GROUP, per_queue, 5)
+    assert "unregisterClient to:" in consumer.cpp_log()
+
+    # BROADCASTING with a tag filter on another group.  A new broadcasting consumer starts
+    # at the queue's max offset (no local offset yet), so it must be pulling before we send.
+    bgroup = GROUP + "_bc"
+    bworkdir = tmp_path / "broadcast"
+    with oc.push_consumer(
+        cluster.namesrv_addr, bgroup, TOPIC, workdir=bworkdir, expression="TagA", broadcasting=True
+    ) as bcast:
+        bcast.wait_for_log(f"Start to pull MessageQueue [topic={TOPIC},", timeout=30, count=4)
+        more = oc.produce(
             cluster.namesrv_addr,
             TOPIC,
-            COUNT,
-            workdir=tmp_path / "producer",
+            10,
+            workdir=tmp_path / "producer2",
             tags=TAGS,
-            keys="key-{i}",
-            body="body-{i}",
+            keys="more-{i}",
+            body="more-{i}",
         )
-        timings["produce_s"] = round(time.monotonic() - t0, 2)
-        assert [s["i"] for s in sent] == list(range(COUNT))
-        assert {s["status"] for s in sent} == {"OK"}
-        assert [s["tags"] for s in sent[:3]] == ["TagA", "TagB", "TagA"]
-
-        consumer = oc.push_consumer(cluster.namesrv_addr, GROUP, TOPIC, workdir=tmp_path / "consumer")
-        with consumer:
-            got = consumer.wait_for_messages(COUNT, timeout=60)
-            timings["first_message_s"] = got[0]["t"]
-            timings["all_messages_s"] = got[-1]["t"]
-            per_queue = _check_delivery(sent, got)
-            assert sum(per_queue.values()) == COUNT
-            # Committed while online: the C++ client pushes offsets every 5 s (oneway, logged),
-            # so wait for its log line before paying for JVM-based polls.
-            consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15)
-            timings["commit_logged_s"] = round(time.monotonic() - consumer.started_at, 2)
-            timings["commit_online_s"] = round(_wait_committed(cluster, GROUP, per_queue, 30), 2)
-            # one more persist round (a line per queue) after the commit was seen: the consumer
-            # kept pulling from the committed offsets, and nothing came twice
-            logged = consumer.cpp_log().count("updateConsumeOffsetToBroker")
-            consumer.wait_for_log("updateConsumeOffsetToBroker", timeout=15, count=logged + len(per_queue))
-            assert len(consumer.messages) == COUNT, "redelivery after commit"
-            consumer.stop()
-        assert consumer.of("stopping")[0]["reason"] == "signal"
-        assert consumer.of("shutdown"), "clean shutdown (persist offsets, unregister)"
-        _wait_committed(cluster, GROUP, per_queue, 5)
-        assert "unregisterClient to:" in consumer.cpp_log()
-
-        # BROADCASTING with a tag filter on another group.  A new broadcasting consumer starts
-        # at the queue's max offset (no local offset yet), so it must be pulling before we send.
-        bgroup = GROUP + "_bc"
-        bworkdir = tmp_path / "broadcast"
-        with oc.push_consumer(
-            cluster.namesrv_addr, bgroup, TOPIC, workdir=bworkdir, expression="TagA", broadcasting=True
-        ) as bcast:
-            bcast.wait_for_log(f"Start to pull MessageQueue [topic={TOPIC},", timeout=30, count=4)
-            more = oc.produce(
-                cluster.namesrv_addr,
-                TOPIC,
-                10,
-                workdir=tmp_path / "producer2",
-                tags=TAGS,
-                keys="more-{i}",
-                body="more-{i}",
-            )
-            tag_a = bcast.wait_for_messages(5, timeout=60)
-            # its own offsets (persisted every 5 s) pass all it was sent, TagB included
-            offsets_dir = bworkdir / "home" / ".rocketmq_offsets"
-            deadline = time.monotonic() + 15
-            while (total := _local_offsets_total(offsets_dir, bgroup)) != COUNT + len(more):
-                assert time.monotonic() < deadline, f"broadcast offsets at {total}, want {COUNT + len(more)}"
-                time.sleep(0.5)
-            assert len(bcast.messages) == 5
-            assert {m["msg_id"] for m in tag_a} == {s["msg_id"] for s in more if s["tags"] == "TagA"}
-            assert bcast.of("started")[0]["model"] == "BROADCASTING"
-        assert bcast.of("shutdown")
-        (offsets_file,) = (bworkdir / "home" / ".rocketmq_offsets").rglob("offsets.Json")
-        assert bgroup in str(offsets_file)
-        # Not JSON despite the name: a boost text archive of {MessageQueue JSON: offset}.
-        assert f'"topic" : "{TOPIC}"' in offsets_file.read_text()
+        tag_a = bcast.wait_for_messages(5, timeout=60)
+        # its own offsets (persisted every 5 s) pass all it was sent, TagB included
+        offsets_dir = bworkdir / "home" / ".rocketmq_offsets"
+        deadline = time.monotonic() + 15
+        while (total := _local_offsets_total(offsets_dir, bgroup)) != COUNT + len(more):
+            assert time.monotonic() < deadline, f"broadcast offsets at {total}, want {COUNT + len(more)}"
+            time.sleep(0.5)
+        assert len(bcast.messages) == 5
+        assert {m["msg_id"] for m in tag_a} == {s["msg_id"] for s in more if s["tags"] == "TagA"}
+        assert bcast.of("started")[0]["model"] == "BROADCASTING"
+    assert bcast.of("shutdown")
+    (offsets_file,) = (bworkdir / "home" / ".rocketmq_offsets").rglob("offsets.Json")
+    assert bgroup in str(offsets_file)
+    # Not JSON despite the name: a boost text archive of {MessageQueue JSON: offset}.
+    assert f'"topic" : "{TOPIC}"' in offsets_file.read_text()
     print(json.dumps({"version": version, **timings}))

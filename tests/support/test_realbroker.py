@@ -4,11 +4,13 @@ and leaves a consistent store behind after stop."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from . import realbroker as rb
+from tests.support import realbroker as rb
+from tests.support import shared_clusters
 
 pytestmark = pytest.mark.realbroker
 
@@ -32,47 +34,48 @@ def test_ensure_dist_is_cached() -> None:
 
 
 @pytest.mark.parametrize("version", rb.VERSIONS)
-def test_real_cluster_smoke(version: str, tmp_path: Path) -> None:
-    cluster = rb.RealCluster(version, tmp_path / "rmq")
-    with cluster:
-        name, addr = cluster.brokers[0]
-        assert cluster.namesrv_addr.startswith("127.0.0.1:")
-        assert addr.startswith("127.0.0.1:")
+def test_real_cluster_smoke(version: str, shared_cluster: Callable[[str], rb.RealCluster]) -> None:
+    """On the version's shared cluster (the harness started it), then stopped here: the last of
+    its users, so what the others left behind must not spoil a clean stop either."""
+    cluster = shared_cluster(version)
+    name, addr = cluster.brokers[0]
+    assert cluster.namesrv_addr.startswith("127.0.0.1:")
+    assert all(a.startswith("127.0.0.1:") for a in cluster.broker_addrs)
 
-        out = cluster.mqadmin("clusterList").stdout
-        (row,) = _rows(out, cluster.cluster_name)
-        assert row[:4] == [cluster.cluster_name, name, "0", addr]
-        assert row[4] == "V" + version.replace(".", "_")
+    out = cluster.mqadmin("clusterList").stdout
+    rows = sorted(r[:5] for r in _rows(out, cluster.cluster_name))
+    tag = "V" + version.replace(".", "_")
+    assert rows == sorted([cluster.cluster_name, n, "0", a, tag] for n, a in cluster.brokers)
 
-        out = cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC, "-r", "4", "-w", "4").stdout
-        assert f"create topic to {addr} success." in out
-        assert f"topicName={TOPIC}, readQueueNums=4, writeQueueNums=4, perm=RW-" in out
+    out = cluster.mqadmin("updateTopic", "-c", cluster.cluster_name, "-t", TOPIC, "-r", "4", "-w", "4").stdout
+    assert all(f"create topic to {a} success." in out for a in cluster.broker_addrs)
+    assert f"topicName={TOPIC}, readQueueNums=4, writeQueueNums=4, perm=RW-" in out
 
-        out = cluster.mqadmin("updateSubGroup", "-c", cluster.cluster_name, "-g", GROUP).stdout
-        assert f"create subscription group to {addr} success." in out
-        assert f"groupName={GROUP}, consumeEnable=true" in out
+    out = cluster.mqadmin("updateSubGroup", "-c", cluster.cluster_name, "-g", GROUP).stdout
+    assert all(f"create subscription group to {a} success." in out for a in cluster.broker_addrs)
+    assert f"groupName={GROUP}, consumeEnable=true" in out
 
-        out = cluster.mqadmin("sendMessage", "-t", TOPIC, "-p", "hello", "-b", name, "-i", "2").stdout
-        assert _rows(out, name)[0][1:3] == ["2", "SEND_OK"]
+    out = cluster.mqadmin("sendMessage", "-t", TOPIC, "-p", "hello", "-b", name, "-i", "2").stdout
+    assert _rows(out, name)[0][1:3] == ["2", "SEND_OK"]
 
-        out = cluster.mqadmin("topicStatus", "-t", TOPIC).stdout
-        offsets = {int(r[1]): (int(r[2]), int(r[3])) for r in _rows(out, name)}
-        assert offsets == {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 0)}
+    out = cluster.mqadmin("topicStatus", "-t", TOPIC).stdout
+    for broker in cluster.broker_names:
+        offsets = {int(r[1]): (int(r[2]), int(r[3])) for r in _rows(out, broker)}
+        assert offsets == {0: (0, 0), 1: (0, 0), 2: (0, 1 if broker == name else 0), 3: (0, 0)}
 
-        # Failures exit 0 with a stack trace; the checked wrapper must notice.
-        with pytest.raises(rb.MQAdminError):
-            cluster.mqadmin("topicStatus", "-t", "NoSuchTopic")
+    # Failures exit 0 with a stack trace; the checked wrapper must notice.
+    with pytest.raises(rb.MQAdminError):
+        cluster.mqadmin("topicStatus", "-t", "NoSuchTopic")
 
-        rb.commit_offset(addr, GROUP, TOPIC, 2, 1)
-        head, _ = rb.remoting_call(
-            addr, rb.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 2}
-        )
-        assert head["code"] == 0 and head["extFields"]["offset"] == "1"
+    rb.commit_offset(addr, GROUP, TOPIC, 2, 1)
+    head, _ = rb.remoting_call(addr, rb.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 2})
+    assert head["code"] == 0 and head["extFields"]["offset"] == "1"
 
     # A clean stop removes the abort marker and persists the committed offset.
+    shared_clusters.stop_cleanly(version)
     assert cluster.unclean_stops == []
+    assert not any((store / "abort").exists() for store in cluster.store_dirs)
     store = cluster.store_dirs[0]
-    assert not (store / "abort").exists()
     table = rb.parse_fastjson(cluster.consumer_offset_file().read_bytes())["offsetTable"]
     assert table[f"{TOPIC}@{GROUP}"] == {"2": 1}
     assert (store / "commitlog" / "00000000000000000000").stat().st_size == 16 * 1024 * 1024
