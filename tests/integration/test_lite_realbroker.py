@@ -24,6 +24,8 @@ from tests.support import schemas
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
+#: the shared cluster this module runs on (the first line with lite topics)
+VERSION = "5.5.1"
 PARENT, GROUP, PLAIN_TOPIC, PLAIN_GROUP = "LiteRbParent", "G_lite_rb", "LiteRbPlain", "G_lite_rb_plain"
 #: lite topic -> (messages sent, offset committed): more lite topics than the default top 20
 LITES = {f"lt{i:02d}": (i % 4 + 2, i % 4) for i in range(24)}
@@ -45,7 +47,7 @@ def lite(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[rb.R
     """The shared 5.5.1 cluster with this module's lite parent topic, lite group and plain topic
     (two queues) on broker-a; the lite topics' messages sent and offsets committed. Yields the
     cluster and the time just before the first send."""
-    cluster = shared_cluster("5.5.1")
+    cluster = shared_cluster(VERSION)
     addr = cluster.broker_addrs[0]
     rb.create_topic(addr, PARENT, 1, attributes="+message.type=LITE")
     rb.create_group(addr, GROUP, attributes={"+lite.bind.topic": PARENT})
