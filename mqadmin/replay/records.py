@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import struct
 from array import array
@@ -27,6 +28,7 @@ from mqadmin.message import (
     MessageDecodeError,
     _unpack_host,
     decode_message,
+    parse_properties,
 )
 from mqadmin.model import Message
 from mqadmin.replay import BORN_TIME, STORE_TIME, TimeField
@@ -215,40 +217,56 @@ def _json_chunk(rows: Sequence[Row]) -> bytes:
 
 # ---- decoding pulled records straight into rows ----------------------------------------------
 
-#: a record's fixed part when both hosts are IPv4 (as good as every record): size, magic, crc,
-#: queue id, flag, queue offset, physical offset, sys flag, born time, born host (ip+port as one
-#: number), store time, store host, reconsume times, prepared offset, body length
-_V4_HEAD = struct.Struct(">iiiiiqqiqQqQiqi")
+#: a record's fixed part when both hosts are IPv4 (as good as every record), without the fields
+#: a row leaves out (crc, flag, prepared offset): size, magic, queue id, queue offset, physical
+#: offset, sys flag, born time, born host (ip+port as one number), store time, store host,
+#: reconsume times, body length
+_V4_HEAD = struct.Struct(">ii4xi4xqqiqQqQi8xi")
 _SHORT = struct.Struct(">h")
 _V6_FLAGS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 #: host texts by their 8 packed bytes (ip, port): a replay meets few hosts, many times
 _HOSTS: dict[int, str] = {}
+#: (host text, the message id's first half) by the store host's packed bytes
+_STORES: dict[int, tuple[str, str]] = {}
 _HOSTS_MAX = 4096
+#: a window that keeps every record: (first offset, end offset, begin time, end time)
+_EVERYTHING = (-(1 << 63), 1 << 63, -(1 << 63), 1 << 63)
+#: ``str.split(pair, NAME_SEP, 1)`` over a list of pairs, all in C (see _properties)
+_NAME_SEPS, _ONCE = itertools.repeat(PROPERTY_NAME_SEP), itertools.repeat(1)
 
 
-def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]:
+def decode_rows(
+    buffers: Iterable[bytes | memoryview], broker: str, window: tuple[int, int, int, int] | None = None
+) -> list[Row]:
     """Rows of every record in ``buffers`` (each holds one or more concatenated commit-log
     records: a pull body, or views of a store's files); exactly what ``to_row(decode_message())``
     gives, without the per-message objects. Bodies are views of the buffers (no copy) unless
-    compressed; unusual records (IPv6 hosts, v2 topics, compression) take the generic decoder."""
+    compressed; unusual records (IPv6 hosts, v2 topics, compression) take the generic decoder.
+
+    ``window`` (first queue offset, end queue offset, begin store time, end store time, ends
+    excluded) keeps only the records inside it, and skips decoding the others' properties."""
     rows: list[Row] = []
     append = rows.append
     unpack = _V4_HEAD.unpack_from
     head_size = _V4_HEAD.size
     unpack_short = _SHORT.unpack_from
-    hosts = _HOSTS
-    if len(hosts) > _HOSTS_MAX:
+    hosts, stores = _HOSTS, _STORES
+    if len(hosts) > _HOSTS_MAX or len(stores) > _HOSTS_MAX:
         hosts.clear()
-    pair_sep, name_sep = PROPERTY_PAIR_SEP, PROPERTY_NAME_SEP
+        stores.clear()
+    lo, hi, begin, end_time = window or _EVERYTHING
+    split, name_seps, once = str.split, _NAME_SEPS, _ONCE
+    topic, topic_raw = "", b""  # the last topic and its bytes with their length byte before them
     for buffer in buffers:
         buf = memoryview(buffer)
+        raw = buffer if type(buffer) is bytes else None  # bytes can be compared in place
         n = len(buf)
         pos = 0
         while pos < n:
             if n - pos < head_size:
                 raise MessageDecodeError(f"truncated record at {pos}")
-            (size, magic, _crc, qid, _flag, qoff, phy, sys_flag,
-             born_ts, born_raw, store_ts, store_raw, rc, _prep, blen) = unpack(buf, pos)  # fmt: skip
+            (size, magic, qid, qoff, phy, sys_flag,
+             born_ts, born_raw, store_ts, store_raw, rc, blen) = unpack(buf, pos)  # fmt: skip
             end = pos + size
             if (
                 magic != MAGIC_V1
@@ -258,34 +276,46 @@ def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]
                 or phy < 0
             ):
                 row, pos = _generic_row(buf, pos, size, broker)
-                append(row)
+                if lo <= row[3] < hi and begin <= row[10] < end_time:
+                    append(row)
                 continue
-            p = pos + head_size
-            body = buf[p : p + blen]
-            p += blen
+            p = pos + head_size + blen
             tlen = buf[p]
-            topic = str(buf[p + 1 : p + 1 + tlen], "utf-8", "replace")
+            # a pull's records are all of one topic: decode it once
+            if raw is None or not raw.startswith(topic_raw, p) or len(topic_raw) != tlen + 1:
+                topic = str(buf[p + 1 : p + 1 + tlen], "utf-8", "replace")
+                topic_raw = bytes(buf[p : p + 1 + tlen])
             p += 1 + tlen
             (plen,) = unpack_short(buf, p)
             p += 2
             if p + plen > end or plen < 0:
                 raise MessageDecodeError(f"record at {pos} overruns its size")
-            props: dict[str, str] = {}
-            for pair in str(buf[p : p + plen], "utf-8", "replace").split(pair_sep):
-                name, sep, value = pair.partition(name_sep)
-                if sep and name:
-                    props[name] = value
+            if not (lo <= qoff < hi and begin <= store_ts < end_time):
+                pos = end
+                continue
+            text = str(buf[p : p + plen], "utf-8", "replace")
+            # name\x01value\x02 pairs split in C; anything unusual (a pair without a name or
+            # a separator, no final separator) takes parse_properties, which skips such pairs
+            if text[-1:] == PROPERTY_PAIR_SEP and text[0] != PROPERTY_NAME_SEP and "\x02\x01" not in text:
+                try:
+                    props = dict(map(split, text[:-1].split(PROPERTY_PAIR_SEP), name_seps, once))
+                except ValueError:  # a pair of one part
+                    props = parse_properties(text)
+            else:
+                props = parse_properties(text)
             born = hosts.get(born_raw)
             if born is None:
                 born = hosts[born_raw] = _unpack_host(born_raw.to_bytes(8, "big"), 0, False)[0]
-            store = hosts.get(store_raw)
-            if store is None:
-                store = hosts[store_raw] = _unpack_host(store_raw.to_bytes(8, "big"), 0, False)[0]
+            known = stores.get(store_raw)
+            if known is None:
+                host = _unpack_host(store_raw.to_bytes(8, "big"), 0, False)[0]
+                known = stores[store_raw] = (host, "%016X" % store_raw)  # noqa: UP031
+            store, id_head = known
             # in ROW_KEYS order; the message id is the store host and the commit-log offset
             # (%-formatting: several times faster than an f-string with format specs)
-            append((topic, broker, qid, qoff, phy, "%016X%016X" % (store_raw, phy),  # noqa: UP031
+            append((topic, broker, qid, qoff, phy, id_head + "%016X" % phy,  # noqa: UP031
                     props.get("UNIQ_KEY"), props.get("TAGS"), props.get("KEYS"), born_ts, store_ts,
-                    born, store, rc, props, body))  # fmt: skip
+                    born, store, rc, props, buf[pos + head_size : pos + head_size + blen]))  # fmt: skip
             pos = end
     return rows
 

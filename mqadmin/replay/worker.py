@@ -274,10 +274,9 @@ class SliceScan:
         for offset, answer in self._answers():
             if isinstance(answer, PullResult):
                 decoded = [to_row(m, s.broker) for m in answer.messages]
+                kept = [r for r in decoded if offset <= r[3] < s.end and begin <= r[10] < end]
             else:
-                decoded = decode_rows(answer.records, s.broker)
-            last = s.end
-            kept = [r for r in decoded if offset <= r[3] < last and begin <= r[10] < end]
+                kept = decode_rows(answer.records, s.broker, (offset, s.end, begin, end))
             if flt.time_field is not None:
                 of_row = row_time(time_field(flt.time_field))
                 times = [of_row(r) for r in kept]
