@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import itertools
 import json
 import struct
 from array import array
@@ -28,7 +27,6 @@ from mqadmin.message import (
     MessageDecodeError,
     _unpack_host,
     decode_message,
-    parse_properties,
 )
 from mqadmin.model import Message
 from mqadmin.replay import BORN_TIME, STORE_TIME, TimeField
@@ -231,8 +229,6 @@ _STORES: dict[int, tuple[str, str]] = {}
 _HOSTS_MAX = 4096
 #: a window that keeps every record: (first offset, end offset, begin time, end time)
 _EVERYTHING = (-(1 << 63), 1 << 63, -(1 << 63), 1 << 63)
-#: ``str.split(pair, NAME_SEP, 1)`` over a list of pairs, all in C (see _properties)
-_NAME_SEPS, _ONCE = itertools.repeat(PROPERTY_NAME_SEP), itertools.repeat(1)
 
 
 def decode_rows(
@@ -255,7 +251,7 @@ def decode_rows(
         hosts.clear()
         stores.clear()
     lo, hi, begin, end_time = window or _EVERYTHING
-    split, name_seps, once = str.split, _NAME_SEPS, _ONCE
+    pair_sep, name_sep = PROPERTY_PAIR_SEP, PROPERTY_NAME_SEP
     topic, topic_raw = "", b""  # the last topic and its bytes with their length byte before them
     for buffer in buffers:
         buf = memoryview(buffer)
@@ -294,15 +290,11 @@ def decode_rows(
                 pos = end
                 continue
             text = str(buf[p : p + plen], "utf-8", "replace")
-            # name\x01value\x02 pairs split in C; anything unusual (a pair without a name or
-            # a separator, no final separator) takes parse_properties, which skips such pairs
-            if text[-1:] == PROPERTY_PAIR_SEP and text[0] != PROPERTY_NAME_SEP and "\x02\x01" not in text:
-                try:
-                    props = dict(map(split, text[:-1].split(PROPERTY_PAIR_SEP), name_seps, once))
-                except ValueError:  # a pair of one part
-                    props = parse_properties(text)
-            else:
-                props = parse_properties(text)
+            props = {}
+            for pair in text.split(pair_sep):
+                name, sep, value = pair.partition(name_sep)
+                if sep and name:
+                    props[name] = value
             born = hosts.get(born_raw)
             if born is None:
                 born = hosts[born_raw] = _unpack_host(born_raw.to_bytes(8, "big"), 0, False)[0]
