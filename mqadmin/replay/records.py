@@ -252,6 +252,7 @@ def decode_rows(
         stores.clear()
     lo, hi, begin, end_time = window or _EVERYTHING
     pair_sep, name_sep = PROPERTY_PAIR_SEP, PROPERTY_NAME_SEP
+    unusual = _V6_FLAGS | SYSFLAG_COMPRESSED
     topic, topic_raw = "", b""  # the last topic and its bytes with their length byte before them
     for buffer in buffers:
         buf = memoryview(buffer)
@@ -266,7 +267,7 @@ def decode_rows(
             end = pos + size
             if (
                 magic != MAGIC_V1
-                or sys_flag & (_V6_FLAGS | SYSFLAG_COMPRESSED)
+                or sys_flag & unusual
                 or not head_size + blen + 3 <= size <= n - pos
                 or blen < 0
                 or phy < 0
@@ -289,7 +290,10 @@ def decode_rows(
             if not (lo <= qoff < hi and begin <= store_ts < end_time):
                 pos = end
                 continue
-            text = str(buf[p : p + plen], "utf-8", "replace")
+            if raw is not None:
+                text = raw[p : p + plen].decode("utf-8", "replace")
+            else:
+                text = str(buf[p : p + plen], "utf-8", "replace")
             props = {}
             for pair in text.split(pair_sep):
                 name, sep, value = pair.partition(name_sep)
