@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_replay_hotpath.py                  # 65,536 x 1 KiB, both formats
     .venv/bin/python benchmarks/bench_replay_hotpath.py --per-pull 256   # a broker that answers 256 a pull
     .venv/bin/python benchmarks/bench_replay_hotpath.py --baseline REV   # against another revision
+    .venv/bin/python benchmarks/bench_replay_hotpath.py --instructions 8192  # + valgrind counts
 
 What a replay over the network does per message in its own process, without the network: pull
 replies (``--per-pull`` records each, 1 KiB bodies with the properties a producer sets) framed
@@ -14,7 +15,9 @@ the sinks do: JSON lines per pull, or one Parquet table per slice (written to me
 The baseline is the same pipeline from git revision ``--baseline`` (default: the merge base with
 ``main``), extracted with ``git archive``. Each round runs both in fresh processes, interleaved,
 and checks they wrote the same bytes. Printed: the median CPU microseconds per message of each,
-the ratio, and the load average.
+the ratio, and the load average. CPU time per message on a shared machine moves by more than
+a few percent with the load; ``--instructions N`` adds what does not: instructions per message
+counted by valgrind (a run over N messages less one over none), same-run for both.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -130,16 +134,19 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
 
     rows_to_table([]) if fmt == "parquet" else None
     gc.disable()  # as a replay runs (see pause_gc)
-    conn, flt, digest, written = _Connection(data), MessageFilter(T0, T0 + messages + 1), hashlib.sha256(), 0
+    conn, flt, written = _Connection(data), MessageFilter(T0, T0 + messages + 1), 0
+    out: list[bytes] = []
     t = time.process_time()
     for index, start in enumerate(range(0, messages, SLICE)):
         slc = Slice(index, "Bench", BROKER, 0, start, min(start + SLICE, messages))
         encoded, stats, finished = encode_slice_rows(conn, slc, flt, encode=encode, stream=fmt == "jsonl")  # type: ignore[arg-type]
         assert finished
         written += stats.matched
-        for piece in encoded.payload if fmt == "jsonl" else [encoded.payload]:
-            digest.update(piece)
+        out += encoded.payload if fmt == "jsonl" else [encoded.payload]
     cpu = time.process_time() - t
+    digest = hashlib.sha256()  # after the clock stops
+    for piece in out:
+        digest.update(piece)
     print(json.dumps({"cpu": cpu, "sha256": digest.hexdigest(), "written": written}))
 
 
@@ -151,6 +158,26 @@ def baseline_tree(rev: str) -> Path:
     return folder
 
 
+def instructions(tree: Path, fmt: str, args: argparse.Namespace) -> float:
+    """Instructions per message of one child under valgrind: a run over ``--instructions``
+    messages less one over none (start-up and imports), so the same whatever else runs."""
+    counts = []
+    for n in (args.instructions, 0):
+        with tempfile.NamedTemporaryFile(prefix="mqadmin-hotpath-") as f:
+            f.write(stream(n, args.per_pull, args.body_size))
+            f.flush()
+            cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+            cmd += [sys.executable, __file__, "--child", str(tree), f.name, fmt, "--messages", str(n)]
+            run = subprocess.run(
+                cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"}
+            )
+            found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
+            if found is None:
+                raise SystemExit(f"no instruction count from valgrind: {run.stderr[-300:]}")
+            counts.append(int(found.group(1).replace(",", "")))
+    return (counts[0] - counts[1]) / args.instructions
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=65_536)
@@ -159,6 +186,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are printed")
     ap.add_argument("--formats", default="jsonl,parquet")
     ap.add_argument("--baseline", default=None, help="git revision to compare with (default: merge base with main)")
+    ap.add_argument(
+        "--instructions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also count instructions per message under valgrind over N messages (independent of load)",
+    )
     ap.add_argument("--child", nargs=3, metavar=("TREE", "STREAM", "FORMAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -201,6 +235,10 @@ def main() -> None:
                     raise SystemExit(f"{fmt}: the baseline and now wrote different bytes")
             base, now = (statistics.median(v) / args.messages * 1e6 for v in cpu.values())
             print(f"{fmt:<8} client CPU per message: baseline {base:.2f} us, now {now:.2f} us, ratio {base / now:.2f}x")
+            if args.instructions:
+                counts = [instructions(tree, fmt, args) for tree in trees.values()]
+                print(f"{'':<8} instructions per message: baseline {counts[0]:,.0f}, now {counts[1]:,.0f}", end="")
+                print(f", ratio {counts[0] / counts[1]:.3f}x")
     print(f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
 
 

@@ -294,7 +294,7 @@ def decode_rows(
                 text = raw[p : p + plen].decode("utf-8", "replace")
             else:
                 text = str(buf[p : p + plen], "utf-8", "replace")
-            props = {}
+            props: dict[str, str] = {}
             for pair in text.split(pair_sep):
                 name, sep, value = pair.partition(name_sep)
                 if sep and name:
