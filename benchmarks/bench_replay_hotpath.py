@@ -17,7 +17,8 @@ The baseline is the same pipeline from git revision ``--baseline`` (default: the
 and checks they wrote the same bytes. Printed: the median CPU microseconds per message of each,
 the ratio, and the load average. CPU time per message on a shared machine moves by more than
 a few percent with the load; ``--instructions N`` adds what does not: instructions per message
-counted by valgrind (a run over N messages less one over none), same-run for both.
+counted by valgrind (a run over N messages less one over none, hashing the output included),
+for both.
 """
 
 from __future__ import annotations
