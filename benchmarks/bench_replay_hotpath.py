@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -207,6 +208,14 @@ def main() -> None:
         ).stdout.strip()
     )
     trees = {f"baseline {rev[:10]}": baseline_tree(rev), "now": REPO}
+    try:
+        compare(trees, args)
+    finally:
+        shutil.rmtree(trees[f"baseline {rev[:10]}"], ignore_errors=True)
+
+
+def compare(trees: dict[str, Path], args: argparse.Namespace) -> None:
+    """Both trees' rounds, interleaved, and the report."""
     load_before = os.getloadavg()[0]
     with tempfile.NamedTemporaryFile(prefix="mqadmin-hotpath-") as f:
         f.write(stream(args.messages, args.per_pull, args.body_size))
