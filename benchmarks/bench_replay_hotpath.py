@@ -1,120 +1,183 @@
-"""Client CPU per message of a replay's Python hot path: pull replies in, JSON lines out.
+"""Client CPU per message of a replay's Python hot path: pull replies in, JSON lines or Parquet out.
 
-    .venv/bin/python benchmarks/bench_replay_hotpath.py                 # 64 k messages of 1 KiB, 9 rounds
-    .venv/bin/python benchmarks/bench_replay_hotpath.py --per-pull 256  # a broker that answers 256 a pull
+    .venv/bin/python benchmarks/bench_replay_hotpath.py                  # 65,536 x 1 KiB, both formats
+    .venv/bin/python benchmarks/bench_replay_hotpath.py --per-pull 256   # a broker that answers 256 a pull
+    .venv/bin/python benchmarks/bench_replay_hotpath.py --baseline REV   # against another revision
+    .venv/bin/python benchmarks/bench_replay_hotpath.py --instructions 8192  # + valgrind counts
 
 What a replay over the network does per message in its own process, without the network: pull
 replies (``--per-pull`` records each, 1 KiB bodies with the properties a producer sets) framed
-as a broker sends them, arriving in the transport's 256 KiB reads, cut into frames, decoded into
-rows and encoded as JSON lines. The baseline, run interleaved in the same process, is the same
-pipeline as it was before: the frame decoder that appended to a buffer, copied each frame out and
-deleted it from the front, and one orjson call per record. Both must write the same bytes (checked
-every round). Printed: the median CPU microseconds per message of each, and the ratio.
+as a broker sends them, arriving in the transport's 256 KiB reads, cut into frames by the
+``FrameDecoder``, read slice by slice through the replay's own ``SliceScan`` and
+``encode_slice_rows`` (a stand-in connection answers each pull from the stream), and encoded as
+the sinks do: JSON lines per pull, or one Parquet table per slice (written to memory).
+
+The baseline is the same pipeline from git revision ``--baseline`` (default: the merge base with
+``main``), extracted with ``git archive``. Each round runs both in fresh processes, interleaved,
+and checks they wrote the same bytes. Printed: the median CPU microseconds per message of each,
+the ratio, and the load average. CPU time per message on a shared machine moves by more than
+a few percent with the load; ``--instructions N`` adds what does not: instructions per message
+counted by valgrind (a run over N messages less one over none, hashing the output included),
+for both.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
 import statistics
-import struct
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from mqadmin.message import encode_message
-from mqadmin.model import Message
-from mqadmin.protocol.codec import FLAG_RESPONSE, FrameDecoder, RemotingCommand, decode_header, encode
-from mqadmin.replay.records import Row, decode_rows, json_chunks
-
+REPO = Path(__file__).resolve().parents[1]
 READ = 256 * 1024  # the transport's recv size
-_INT = struct.Struct(">I")
+SLICE = 8192  # messages a slice (the planner's default)
+BROKER = "broker-a"
+T0 = 1_700_000_000_000
 
 
-class BaselineFrameDecoder:
-    """The decoder before: ``+=`` into a bytearray, ``tobytes`` of header and body, ``del`` the
-    frame from the front (checks left out: the stream here is well formed)."""
+def stream(messages: int, per_pull: int, body_size: int) -> bytes:
+    """Pull replies of ``per_pull`` records each, as a broker sends them one after another."""
+    from mqadmin.message import encode_message
+    from mqadmin.model import Message
+    from mqadmin.protocol.codec import FLAG_RESPONSE, RemotingCommand, encode
 
-    def __init__(self) -> None:
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> list[RemotingCommand]:
-        self._buf += data
-        out = []
-        buf = self._buf
-        while len(buf) >= 8:
-            (length,) = _INT.unpack_from(buf)
-            if len(buf) < 4 + length:
-                break
-            (word,) = _INT.unpack_from(buf, 4)
-            header_end = 8 + (word & 0xFFFFFF)
-            with memoryview(buf) as view:
-                header = view[8:header_end].tobytes()
-                body = view[header_end : 4 + length].tobytes()
-            del buf[: 4 + length]
-            cmd = decode_header(header, (word >> 24) & 0xFF)
-            cmd.body = body
-            out.append(cmd)
-        return out
-
-
-def baseline_chunks(rows: Sequence[Row]) -> list[bytes]:
-    """JSON lines before: one orjson call per record, in pieces of 256 lines."""
-    import binascii
-
-    import orjson
-
-    dumps, newline, b64 = orjson.dumps, orjson.OPT_APPEND_NEWLINE, binascii.b2a_base64
-    keys = ("topic", "broker", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys")
-    keys += ("born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "properties")
-    pieces = []
-    for i in range(0, len(rows), 256):
-        out = []
-        for row in rows[i : i + 256]:
-            record: dict[str, Any] = dict(zip(keys, row[:-1], strict=True))
-            try:
-                record["body"] = str(row[-1], "utf-8")
-            except UnicodeDecodeError:
-                record["body_base64"] = b64(row[-1], newline=False).decode("ascii")
-            out.append(dumps(record, option=newline))
-        pieces.append(b"".join(out))
-    return pieces
-
-
-def stream(messages: int, per_pull: int, body_size: int) -> list[bytes]:
-    """Pull replies of ``per_pull`` records as the socket delivers them: 256 KiB reads."""
     frames = []
     for start in range(0, messages, per_pull):
         records = []
         for i in range(start, min(start + per_pull, messages)):
             props = {"TAGS": ("TagA", "TagB")[i % 2], "KEYS": f"order-{i}", "UNIQ_KEY": f"7F00000100{i:022X}"}
+            props["WAIT"] = "true"
             msg = Message(
                 "Bench",
                 b"x" * body_size,
                 props,
-                queue_id=i % 8,
+                queue_id=0,
                 queue_offset=i,
                 commitlog_offset=i * 1300,
-                born_timestamp=1_700_000_000_000 + i,
-                store_timestamp=1_700_000_000_001 + i,
+                born_timestamp=T0 + i,
+                store_timestamp=T0 + 1 + i,
                 born_host="10.0.0.7:52100",
                 store_host="10.0.0.9:10911",
             )
             records.append(encode_message(msg))
-        reply = RemotingCommand(code=0, flag=FLAG_RESPONSE, opaque=start, body=b"".join(records))
-        reply.ext_fields.update({"nextBeginOffset": str(start + per_pull), "minOffset": "0", "maxOffset": "9"})
+        reply = RemotingCommand(code=0, flag=FLAG_RESPONSE, opaque=start, body=b"".join(records), remark="FOUND")
+        end = min(start + per_pull, messages)
+        reply.ext_fields.update({"nextBeginOffset": str(end), "minOffset": "0", "maxOffset": str(messages)})
         frames.append(encode(reply))
-    data = b"".join(frames)
-    return [data[i : i + READ] for i in range(0, len(data), READ)]
+    return b"".join(frames)
 
 
-def run(reads: list[bytes], decoder: Any, encode_rows: Callable[[Sequence[Row]], list[bytes]]) -> tuple[float, bytes]:
-    """CPU seconds to turn the reads into JSON lines, and the lines."""
+class _Connection:
+    """Answers a replay's pulls from the recorded stream, cut into frames as the client does."""
+
+    def __init__(self, data: bytes):
+        from mqadmin.protocol.codec import FrameDecoder
+
+        self._reads = iter([data[i : i + READ] for i in range(0, len(data), READ)])
+        self._decoder = FrameDecoder()
+        self._replies: dict[int, Any] = {}
+
+    def pull_raw(self, mq: Any, offset: int, max_nums: int, *, group: str | None = None) -> _Connection._Pending:
+        return self._Pending(self, offset)
+
+    class _Pending:
+        def __init__(self, conn: _Connection, offset: int):
+            self.conn, self.offset = conn, offset
+
+        def result(self) -> Any:
+            from mqadmin.model import RawPull
+
+            replies = self.conn._replies
+            while self.offset not in replies:
+                for cmd in self.conn._decoder.feed(next(self.conn._reads)):
+                    replies[cmd.opaque] = cmd
+            cmd = replies.pop(self.offset)
+            ext = cmd.ext_fields
+            nxt, lo, hi = int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
+            return RawPull(cmd.remark, nxt, lo, hi, [cmd.body])
+
+
+def child(tree: str, path: str, fmt: str, messages: int) -> None:
+    """One round in this process, with the ``mqadmin`` of ``tree``: prints CPU seconds and a hash."""
+    sys.path.insert(0, tree)
+    import gc
+    import io
+
+    from mqadmin.replay.planner import Slice
+    from mqadmin.replay.pool import encode_slice_rows
+    from mqadmin.replay.records import json_chunks, rows_to_table
+    from mqadmin.replay.worker import MessageFilter
+
+    assert Path(sys.modules["mqadmin"].__file__ or "").is_relative_to(tree)
+    data = Path(path).read_bytes()
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        def encode(slc: Slice, rows: Any) -> bytes:
+            out = io.BytesIO()
+            pq.write_table(rows_to_table(rows), out, compression="none", use_dictionary=False)
+            return out.getvalue()
+
+    else:
+
+        def encode(slc: Slice, rows: Any) -> list[bytes]:
+            return json_chunks(rows)
+
+    import orjson  # noqa: F401  (imported before the clock starts, as in a running replay)
+
+    rows_to_table([]) if fmt == "parquet" else None
+    gc.disable()  # as a replay runs (see pause_gc)
+    conn, flt, written = _Connection(data), MessageFilter(T0, T0 + messages + 1), 0
     out: list[bytes] = []
     t = time.process_time()
-    for data in reads:
-        for cmd in decoder.feed(data):
-            out += encode_rows(decode_rows([cmd.body], "broker-a"))
-    return time.process_time() - t, b"".join(out)
+    for index, start in enumerate(range(0, messages, SLICE)):
+        slc = Slice(index, "Bench", BROKER, 0, start, min(start + SLICE, messages))
+        encoded, stats, finished = encode_slice_rows(conn, slc, flt, encode=encode, stream=fmt == "jsonl")  # type: ignore[arg-type]
+        assert finished
+        written += stats.matched
+        out += encoded.payload if fmt == "jsonl" else [encoded.payload]
+    cpu = time.process_time() - t
+    digest = hashlib.sha256()  # after the clock stops
+    for piece in out:
+        digest.update(piece)
+    print(json.dumps({"cpu": cpu, "sha256": digest.hexdigest(), "written": written}))
+
+
+def baseline_tree(rev: str) -> Path:
+    """The ``mqadmin`` package of git revision ``rev``, extracted into a temporary folder."""
+    folder = Path(tempfile.mkdtemp(prefix="mqadmin-baseline-"))
+    archive = subprocess.run(["git", "archive", rev, "mqadmin"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def instructions(tree: Path, fmt: str, args: argparse.Namespace) -> float:
+    """Instructions per message of one child under valgrind: a run over ``--instructions``
+    messages less one over none (start-up and imports), so the same whatever else runs."""
+    counts = []
+    for n in (args.instructions, 0):
+        with tempfile.NamedTemporaryFile(prefix="mqadmin-hotpath-") as f:
+            f.write(stream(n, args.per_pull, args.body_size))
+            f.flush()
+            cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+            cmd += [sys.executable, __file__, "--child", str(tree), f.name, fmt, "--messages", str(n)]
+            run = subprocess.run(
+                cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"}
+            )
+            found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
+            if found is None:
+                raise SystemExit(f"no instruction count from valgrind: {run.stderr[-300:]}")
+            counts.append(int(found.group(1).replace(",", "")))
+    return (counts[0] - counts[1]) / args.instructions
 
 
 def main() -> None:
@@ -122,23 +185,71 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=65_536)
     ap.add_argument("--per-pull", type=int, default=32, help="records a pull reply carries (a broker's cap)")
     ap.add_argument("--body-size", type=int, default=1024)
-    ap.add_argument("--rounds", type=int, default=9, help="interleaved rounds; medians are printed")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are printed")
+    ap.add_argument("--formats", default="jsonl,parquet")
+    ap.add_argument("--baseline", default=None, help="git revision to compare with (default: merge base with main)")
+    ap.add_argument(
+        "--instructions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also count instructions per message under valgrind over N messages (independent of load)",
+    )
+    ap.add_argument("--child", nargs=3, metavar=("TREE", "STREAM", "FORMAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    import gc
+    if args.child:
+        child(*args.child, args.messages)
+        return
+    sys.path.insert(0, str(REPO))
+    rev = (
+        args.baseline
+        or subprocess.run(
+            ["git", "merge-base", "HEAD", "main"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    trees = {f"baseline {rev[:10]}": baseline_tree(rev), "now": REPO}
+    try:
+        compare(trees, args)
+    finally:
+        shutil.rmtree(trees[f"baseline {rev[:10]}"], ignore_errors=True)
 
-    gc.disable()  # as a replay runs (see pause_gc)
-    reads = stream(args.messages, args.per_pull, args.body_size)
-    times: dict[str, list[float]] = {"baseline": [], "now": []}
-    for _ in range(args.rounds):
-        base_s, base_out = run(reads, BaselineFrameDecoder(), baseline_chunks)
-        now_s, now_out = run(reads, FrameDecoder(), json_chunks)
-        if base_out != now_out:
-            raise SystemExit("the two pipelines wrote different bytes")
-        times["baseline"].append(base_s)
-        times["now"].append(now_s)
-    base, now = (statistics.median(times[k]) / args.messages * 1e6 for k in ("baseline", "now"))
-    print(f"{args.messages:,} messages of {args.body_size} B, {args.per_pull} a pull, medians of {args.rounds} rounds")
-    print(f"client CPU per message: baseline {base:.2f} us, now {now:.2f} us, ratio {base / now:.2f}x")
+
+def compare(trees: dict[str, Path], args: argparse.Namespace) -> None:
+    """Both trees' rounds, interleaved, and the report."""
+    load_before = os.getloadavg()[0]
+    with tempfile.NamedTemporaryFile(prefix="mqadmin-hotpath-") as f:
+        f.write(stream(args.messages, args.per_pull, args.body_size))
+        f.flush()
+        print(f"{args.messages:,} messages of {args.body_size} B, {args.per_pull} a pull, {args.rounds} rounds")
+        for fmt in args.formats.split(","):
+            cpu: dict[str, list[float]] = {name: [] for name in trees}
+            for _ in range(args.rounds):
+                digests = set()
+                for name, tree in trees.items():
+                    cmd = [
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        str(tree),
+                        f.name,
+                        fmt,
+                        "--messages",
+                        str(args.messages),
+                    ]
+                    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+                    if out["written"] != args.messages:
+                        raise SystemExit(f"{name} wrote {out['written']} of {args.messages} messages")
+                    cpu[name].append(out["cpu"])
+                    digests.add(out["sha256"])
+                if len(digests) != 1:
+                    raise SystemExit(f"{fmt}: the baseline and now wrote different bytes")
+            base, now = (statistics.median(v) / args.messages * 1e6 for v in cpu.values())
+            print(f"{fmt:<8} client CPU per message: baseline {base:.2f} us, now {now:.2f} us, ratio {base / now:.2f}x")
+            if args.instructions:
+                counts = [instructions(tree, fmt, args) for tree in trees.values()]
+                print(f"{'':<8} instructions per message: baseline {counts[0]:,.0f}, now {counts[1]:,.0f}", end="")
+                print(f", ratio {counts[0] / counts[1]:.3f}x")
+    print(f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
 
 
 if __name__ == "__main__":

@@ -215,77 +215,103 @@ def _json_chunk(rows: Sequence[Row]) -> bytes:
 
 # ---- decoding pulled records straight into rows ----------------------------------------------
 
-#: a record's fixed part when both hosts are IPv4 (as good as every record): size, magic, crc,
-#: queue id, flag, queue offset, physical offset, sys flag, born time, born host (ip+port as one
-#: number), store time, store host, reconsume times, prepared offset, body length
-_V4_HEAD = struct.Struct(">iiiiiqqiqQqQiqi")
+#: a record's fixed part when both hosts are IPv4 (as good as every record), without the fields
+#: a row leaves out (crc, flag, prepared offset): size, magic, queue id, queue offset, physical
+#: offset, sys flag, born time, born host (ip+port as one number), store time, store host,
+#: reconsume times, body length
+_V4_HEAD = struct.Struct(">ii4xi4xqqiqQqQi8xi")
 _SHORT = struct.Struct(">h")
 _V6_FLAGS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 #: host texts by their 8 packed bytes (ip, port): a replay meets few hosts, many times
 _HOSTS: dict[int, str] = {}
+#: (host text, the message id's first half) by the store host's packed bytes
+_STORES: dict[int, tuple[str, str]] = {}
 _HOSTS_MAX = 4096
+#: a window that keeps every record: (first offset, end offset, begin time, end time)
+_EVERYTHING = (-(1 << 63), 1 << 63, -(1 << 63), 1 << 63)
 
 
-def decode_rows(buffers: Iterable[bytes | memoryview], broker: str) -> list[Row]:
+def decode_rows(
+    buffers: Iterable[bytes | memoryview], broker: str, window: tuple[int, int, int, int] | None = None
+) -> list[Row]:
     """Rows of every record in ``buffers`` (each holds one or more concatenated commit-log
     records: a pull body, or views of a store's files); exactly what ``to_row(decode_message())``
     gives, without the per-message objects. Bodies are views of the buffers (no copy) unless
-    compressed; unusual records (IPv6 hosts, v2 topics, compression) take the generic decoder."""
+    compressed; unusual records (IPv6 hosts, v2 topics, compression) take the generic decoder.
+
+    ``window`` (first queue offset, end queue offset, begin store time, end store time, ends
+    excluded) keeps only the records inside it, and skips decoding the others' properties."""
     rows: list[Row] = []
     append = rows.append
     unpack = _V4_HEAD.unpack_from
     head_size = _V4_HEAD.size
     unpack_short = _SHORT.unpack_from
-    hosts = _HOSTS
-    if len(hosts) > _HOSTS_MAX:
+    hosts, stores = _HOSTS, _STORES
+    if len(hosts) > _HOSTS_MAX or len(stores) > _HOSTS_MAX:
         hosts.clear()
+        stores.clear()
+    lo, hi, begin, end_time = window or _EVERYTHING
     pair_sep, name_sep = PROPERTY_PAIR_SEP, PROPERTY_NAME_SEP
+    unusual = _V6_FLAGS | SYSFLAG_COMPRESSED
+    topic, topic_raw = "", b""  # the last topic and its bytes with their length byte before them
     for buffer in buffers:
         buf = memoryview(buffer)
+        raw = buffer if type(buffer) is bytes else None  # bytes can be compared in place
         n = len(buf)
         pos = 0
         while pos < n:
             if n - pos < head_size:
                 raise MessageDecodeError(f"truncated record at {pos}")
-            (size, magic, _crc, qid, _flag, qoff, phy, sys_flag,
-             born_ts, born_raw, store_ts, store_raw, rc, _prep, blen) = unpack(buf, pos)  # fmt: skip
+            (size, magic, qid, qoff, phy, sys_flag,
+             born_ts, born_raw, store_ts, store_raw, rc, blen) = unpack(buf, pos)  # fmt: skip
             end = pos + size
             if (
                 magic != MAGIC_V1
-                or sys_flag & (_V6_FLAGS | SYSFLAG_COMPRESSED)
+                or sys_flag & unusual
                 or not head_size + blen + 3 <= size <= n - pos
                 or blen < 0
                 or phy < 0
             ):
                 row, pos = _generic_row(buf, pos, size, broker)
-                append(row)
+                if lo <= row[3] < hi and begin <= row[10] < end_time:
+                    append(row)
                 continue
-            p = pos + head_size
-            body = buf[p : p + blen]
-            p += blen
+            p = pos + head_size + blen
             tlen = buf[p]
-            topic = str(buf[p + 1 : p + 1 + tlen], "utf-8", "replace")
+            # a pull's records are all of one topic: decode it once
+            if raw is None or not raw.startswith(topic_raw, p) or len(topic_raw) != tlen + 1:
+                topic = str(buf[p + 1 : p + 1 + tlen], "utf-8", "replace")
+                topic_raw = bytes(buf[p : p + 1 + tlen])
             p += 1 + tlen
             (plen,) = unpack_short(buf, p)
             p += 2
             if p + plen > end or plen < 0:
                 raise MessageDecodeError(f"record at {pos} overruns its size")
+            if not (lo <= qoff < hi and begin <= store_ts < end_time):
+                pos = end
+                continue
+            if raw is not None:
+                text = raw[p : p + plen].decode("utf-8", "replace")
+            else:
+                text = str(buf[p : p + plen], "utf-8", "replace")
             props: dict[str, str] = {}
-            for pair in str(buf[p : p + plen], "utf-8", "replace").split(pair_sep):
+            for pair in text.split(pair_sep):
                 name, sep, value = pair.partition(name_sep)
                 if sep and name:
                     props[name] = value
             born = hosts.get(born_raw)
             if born is None:
                 born = hosts[born_raw] = _unpack_host(born_raw.to_bytes(8, "big"), 0, False)[0]
-            store = hosts.get(store_raw)
-            if store is None:
-                store = hosts[store_raw] = _unpack_host(store_raw.to_bytes(8, "big"), 0, False)[0]
+            known = stores.get(store_raw)
+            if known is None:
+                host = _unpack_host(store_raw.to_bytes(8, "big"), 0, False)[0]
+                known = stores[store_raw] = (host, "%016X" % store_raw)  # noqa: UP031
+            store, id_head = known
             # in ROW_KEYS order; the message id is the store host and the commit-log offset
             # (%-formatting: several times faster than an f-string with format specs)
-            append((topic, broker, qid, qoff, phy, "%016X%016X" % (store_raw, phy),  # noqa: UP031
+            append((topic, broker, qid, qoff, phy, id_head + "%016X" % phy,  # noqa: UP031
                     props.get("UNIQ_KEY"), props.get("TAGS"), props.get("KEYS"), born_ts, store_ts,
-                    born, store, rc, props, body))  # fmt: skip
+                    born, store, rc, props, buf[pos + head_size : pos + head_size + blen]))  # fmt: skip
             pos = end
     return rows
 

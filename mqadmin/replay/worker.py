@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import operator
 import os
 import re
 import signal
@@ -42,6 +43,8 @@ IN_FLIGHT_MESSAGES = 1024
 MAX_PULL_DEPTH = 64
 #: RocketMQ separates several keys in the KEYS property with a space
 KEY_SEPARATOR = " "
+#: a replay row's body (its last field)
+_BODY = operator.itemgetter(-1)
 _TAG = re.compile(r"^[^|\s]+$")
 
 
@@ -274,10 +277,9 @@ class SliceScan:
         for offset, answer in self._answers():
             if isinstance(answer, PullResult):
                 decoded = [to_row(m, s.broker) for m in answer.messages]
+                kept = [r for r in decoded if offset <= r[3] < s.end and begin <= r[10] < end]
             else:
-                decoded = decode_rows(answer.records, s.broker)
-            last = s.end
-            kept = [r for r in decoded if offset <= r[3] < last and begin <= r[10] < end]
+                kept = decode_rows(answer.records, s.broker, (offset, s.end, begin, end))
             if flt.time_field is not None:
                 of_row = row_time(time_field(flt.time_field))
                 times = [of_row(r) for r in kept]
@@ -294,7 +296,7 @@ class SliceScan:
             if flt.exclude is not None:
                 kept = [r for r in kept if (s.broker, r[2], r[3]) not in flt.exclude]
                 self.stats.duplicates += matched - len(kept)
-            body_bytes = sum(len(r[-1]) for r in kept)
+            body_bytes = sum(map(len, map(_BODY, kept)))
             if kept:
                 yield kept
             self._advance(offset, answer, matched, body_bytes)
