@@ -278,15 +278,18 @@ def lite_topic_of(mq: MessageQueue) -> str | None:
 LITE_SINCE = (5, 5)
 
 
+def _lite_cluster(admin: Admin) -> bool:
+    """A cluster with a broker of the 5.5 line or later: one that may hold lite groups."""
+    return any(versions.version_tuple(b.version) >= LITE_SINCE for b in admin.cluster_brokers())
+
+
 def _held_group_info(admin: Admin, group: str, top_k: int) -> dict[str, LiteGroupInfo | errors.MqadminError]:
     """GET_LITE_GROUP_INFO, asked only about a group that a 5.5+ broker already holds: a broker
     asked about a group it lacks creates it (findSubscriptionGroupConfig, with the default
     autoCreateSubscriptionGroup), so a mistyped -g would leave a new group on every broker.
     An account that may not list subscription groups asks directly, as before."""
     try:
-        if not any(versions.version_tuple(b.version) >= LITE_SINCE for b in admin.cluster_brokers()):
-            return {}
-        if group not in admin.list_groups(subscribed=True):
+        if not _lite_cluster(admin) or group not in admin.list_groups(subscribed=True):
             return {}
     except errors.MqadminError as exc:
         log.info("subscription groups not listed (%s): asking for lite group %s directly", exc, group)
@@ -301,7 +304,7 @@ def unlisted_lite_groups(ctx: Context, listed: Iterable[str]) -> dict[str, tuple
     of a cluster with a 5.5+ broker: its subscription groups not listed, each GET_LITE_GROUP_INFO."""
     admin = ctx.admin()
     try:
-        if not any(versions.version_tuple(b.version) >= LITE_SINCE for b in admin.cluster_brokers()):
+        if not _lite_cluster(admin):
             return {}
         known = set(listed)
         candidates = [g for g in admin.list_groups(subscribed=True) if g not in known]

@@ -321,16 +321,18 @@ def _run(
     todo = [s for s in plan.slices if s.index not in done]
     parallelism = max(job.sc.defaultParallelism, 1)
     size = wave_size or (parallelism * WAVE_PER_CORE if checkpoint else max(len(todo), 1))
+    present = _files_under(folder) if folder is not None else set()  # moved on after each wave
     for n, wave in enumerate(_waves(todo, size)):
         first_write = n == 0 and not done
         file_mode = ("overwrite" if overwrite or resumed else "errorifexists") if first_write else "append"
         if folder is not None:
             assert checkpoint is not None
-            before = _files_under(folder)
             written = list(job.run_wave(wave, file_mode))
             stats.update((st.index, st) for st in written)
             fault_point("replay-slice-written")  # the wave is committed, not recorded
-            checkpoint.record_wave(written, sorted(_files_under(folder) - before), {"spark": True})
+            after = _files_under(folder)
+            checkpoint.record_wave(written, sorted(after - present), {"spark": True})
+            present = after
             fault_point("replay-slice-recorded")
         else:
             for st in job.run_wave(wave, file_mode):

@@ -154,7 +154,7 @@ def _notes(spec: StoreSpec, store: BrokerStore) -> list[str]:
             f"{spec.name}: {spec.root / 'abort'} exists: the broker did not shut down cleanly; consumer offsets "
             "are from its last persist, and queue entries past the end of the commit log are left out"
         )
-    offsets = offsets_file(store)
+    offsets = LMQ_OFFSETS if LMQ_OFFSETS in store.config_sources else "consumerOffset.json"  # as load() chose
     if offsets == LMQ_OFFSETS:
         out.append(f"{spec.name}: read config/{LMQ_OFFSETS}, the newer offsets file (the broker ran with enableLmq)")
     for name in (offsets if n == "consumerOffset.json" else n for n in _CONFIGS):

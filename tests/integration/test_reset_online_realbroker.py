@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from mqadmin.cli import main
-from mqadmin.model import Message
 from mqadmin.output import Env
 from mqadmin.remoting.backend import RemotingAdmin
 from tests.support import official_client
 from tests.support import realbroker as rb
 from tests.support.scripted_consumer import ScriptedConsumer
+from tests.support.shared_clusters import send_numbered
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
@@ -40,14 +40,7 @@ def real4(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[str
     cluster.mqadmin("updateTopic", "-b", cluster.broker_addrs[0], "-t", TOPIC, "-r", "4", "-w", "4")
     for group in ("push_group", "pull_group", "deaf_group"):
         cluster.mqadmin("updateSubGroup", "-c", c, "-g", group)
-    admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
-    try:
-        before = int(time.time() * 1000) - 1000
-        for i in range(COUNT):
-            admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()))
-    finally:
-        admin.close()
-    yield cluster.namesrv_addr, before
+    yield cluster.namesrv_addr, send_numbered(cluster.namesrv_addr, TOPIC, COUNT)
 
 
 def cli(home: Path, *args: str) -> tuple[int, Any, str]:

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from mqadmin.cli import main
-from mqadmin.model import Message
 from mqadmin.output import Env
 from mqadmin.remoting.backend import RemotingAdmin
 from tests.support import official_client
 from tests.support import realbroker as rb
+from tests.support.shared_clusters import send_numbered
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
@@ -42,22 +42,7 @@ def real(shared_cluster: Callable[[str], rb.RealCluster]) -> Iterator[tuple[str,
         rb.update_broker_config(addr, {"useServerSideResetOffset": False})
     try:
         rb.create_topic(broker_a, TOPIC, QUEUES)
-        admin = RemotingAdmin(cluster.namesrv_addr, timeout=10)
-        try:
-            deadline = time.monotonic() + 30
-            while True:  # the route reaches the name server with the next registration
-                try:
-                    admin.topic_route(TOPIC)
-                    break
-                except Exception:
-                    assert time.monotonic() < deadline, "no route for the topic"
-                    time.sleep(0.5)
-            before = int(time.time() * 1000) - 1000
-            for i in range(COUNT):
-                admin.send(TOPIC, Message(TOPIC, f"m{i}".encode()))
-        finally:
-            admin.close()
-        yield cluster.namesrv_addr, before
+        yield cluster.namesrv_addr, send_numbered(cluster.namesrv_addr, TOPIC, COUNT)
     finally:
         for addr in cluster.broker_addrs:
             rb.update_broker_config(addr, {"useServerSideResetOffset": True})

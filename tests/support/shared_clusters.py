@@ -11,6 +11,7 @@ restarts or kills a broker, or needs other broker settings at start, keeps its o
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -75,6 +76,31 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
 
     yield get
     _stop_all()
+
+
+def send_numbered(namesrv: str, topic: str, count: int) -> int:
+    """Send ``count`` messages ``m0``, ``m1``, ... to ``topic`` (once its route has reached the
+    name server, which a new topic's does with the broker's next registration); returns a time
+    in ms just before the first of them."""
+    from mqadmin.model import Message
+    from mqadmin.remoting.backend import RemotingAdmin
+
+    admin = RemotingAdmin(namesrv, timeout=10)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                admin.topic_route(topic)
+                break
+            except Exception:
+                assert time.monotonic() < deadline, f"no route for {topic}"
+                time.sleep(0.5)
+        before = int(time.time() * 1000) - 1000
+        for i in range(count):
+            admin.send(topic, Message(topic, f"m{i}".encode()))
+        return before
+    finally:
+        admin.close()
 
 
 #: a parameter value or module ``VERSION`` that names the broker version an item runs on
