@@ -57,9 +57,22 @@ def group_offsets(admin: Admin, group: str, topic: str | None = None) -> dict[Me
         if topic is not None:
             _refused_topic(admin, group, topic)
         refuse_lite(admin, group, rows)
-        raise errors.UsageError(f"unknown consumer group {group!r}: it has no offsets{where} on any broker")
+        raise errors.UsageError(
+            f"unknown consumer group {group!r}: it has no offsets{where} on any broker{_subscribed(admin, group)}"
+        )
     refuse_lite(admin, group, rows)
     return rows
+
+
+def _subscribed(admin: Admin, group: str) -> str:
+    """The hint for a group the brokers hold a subscription for that never committed an offset (made by
+    updateSubGroup, or its consumer never got far): "unknown" alone would send the reader looking
+    for a typo. Nothing when the brokers cannot be asked."""
+    try:
+        known = group in admin.list_groups(subscribed=True)
+    except errors.MqadminError:
+        return ""
+    return " (a subscription group of that name exists, but no consumer has committed an offset yet)" if known else ""
 
 
 def _refused_topic(admin: Admin, group: str, topic: str) -> None:

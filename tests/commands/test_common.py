@@ -76,6 +76,11 @@ class NoOffsets(Brokers):
     def lite_group_info(self, group: str, lite_topic: str | None, top_k: int) -> dict[str, object]:
         return {"broker-0": errors.InvalidParameter(f"Group [{group}] is not a LITE group.")}
 
+    def list_groups(self, *, subscribed: bool = False) -> list[str]:
+        if self.refuse == "groups":
+            raise errors.NoPermission("no permission to list subscription groups", "127.0.0.1:10911")
+        return ["Subscribed"] if subscribed else []
+
     def topic_route(self, topic: str) -> TopicRoute:
         return TopicRoute(topic, (BrokerData("broker-0", "c", {0: "127.0.0.1:10911"}),), (QueueData("broker-0", 1, 1),))
 
@@ -106,3 +111,15 @@ def test_no_offsets_on_a_refused_topic_is_permission_denied(version: str, refuse
 def test_no_offsets_on_a_readable_topic_is_an_unknown_group(version: str) -> None:
     with pytest.raises(errors.UsageError, match="unknown consumer group 'G': it has no offsets for topic 'T'"):
         group_offsets(NoOffsets(version, None), "G", "T")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("refuse", [None, "groups"])
+def test_a_subscription_group_that_never_committed_is_named_as_such(refuse: str | None) -> None:
+    """Still unknown to the offsets (exit 2, as the broker's reset says "not exist"), but the reader
+    learns the group is there and simply never committed, rather than hunting a typo; when the
+    brokers will not list their subscription groups, the plain message."""
+    with pytest.raises(errors.UsageError) as err:
+        group_offsets(NoOffsets("5.3.3", refuse), "Subscribed")  # type: ignore[arg-type]
+    hint = "a subscription group of that name exists, but no consumer has committed an offset yet"
+    assert str(err.value).startswith("unknown consumer group 'Subscribed': it has no offsets on any broker")
+    assert (hint in str(err.value)) is (refuse is None)
