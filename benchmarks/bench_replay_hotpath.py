@@ -119,13 +119,19 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
 
     assert Path(sys.modules["mqadmin"].__file__ or "").is_relative_to(tree)
     data = Path(path).read_bytes()
+    options: dict[str, Any] = {}  # how the part is encoded: a tree that decodes slices column-wise
     if fmt == "parquet":
+        import inspect
+
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        def encode(slc: Slice, rows: Any) -> bytes:
-            out = io.BytesIO()
-            pq.write_table(rows_to_table(rows), out, compression="none", use_dictionary=False)
-            return out.getvalue()
+        from mqadmin.replay import sinks
+
+        if "encode_table" in inspect.signature(encode_slice_rows).parameters:
+            options["encode_table"] = encode = _part_encoder(pa, pq, sinks, rows_to_table)
+        else:
+            encode = _part_encoder(pa, pq, sinks, rows_to_table)
 
     else:
 
@@ -141,7 +147,7 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
     t = time.process_time()
     for index, start in enumerate(range(0, messages, SLICE)):
         slc = Slice(index, "Bench", BROKER, 0, start, min(start + SLICE, messages))
-        encoded, stats, finished = encode_slice_rows(conn, slc, flt, encode=encode, stream=fmt == "jsonl")  # type: ignore[arg-type]
+        encoded, stats, finished = encode_slice_rows(conn, slc, flt, encode=encode, stream=fmt == "jsonl", **options)  # type: ignore[arg-type]
         assert finished
         written += stats.matched
         out += encoded.payload if fmt == "jsonl" else [encoded.payload]
@@ -150,6 +156,20 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
     for piece in out:
         digest.update(piece)
     print(json.dumps({"cpu": cpu, "sha256": digest.hexdigest(), "written": written}))
+
+
+def _part_encoder(pa: Any, pq: Any, sinks: Any, rows_to_table: Any) -> Any:
+    """What the Parquet sink's ``write_part`` does with a slice's rows or table, into memory."""
+    import io
+
+    options = getattr(sinks, "PART_OPTIONS", {"compression": "none", "use_dictionary": False})
+
+    def encode(slc: Any, rows: Any) -> bytes:
+        out = io.BytesIO()
+        pq.write_table(rows if isinstance(rows, pa.Table) else rows_to_table(rows), out, **options)
+        return out.getvalue()
+
+    return encode
 
 
 def baseline_tree(rev: str) -> Path:
