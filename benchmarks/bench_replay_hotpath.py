@@ -110,7 +110,6 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
     """One round in this process, with the ``mqadmin`` of ``tree``: prints CPU seconds and a hash."""
     sys.path.insert(0, tree)
     import gc
-    import io
 
     from mqadmin.replay.planner import Slice
     from mqadmin.replay.pool import encode_slice_rows
