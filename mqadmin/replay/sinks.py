@@ -376,8 +376,9 @@ def write_part(parts: str, slc: Slice, rows: Sequence[Row] | pyarrow.Table) -> s
 
     table = rows if isinstance(rows, pa.Table) else rows_to_table(rows)
     tmp = Path(parts) / f"{slc.index:08d}.parquet.{os.getpid()}.tmp"
-    # parts are read back once, by finish(): uncompressed and plain they cost a fifth to read
-    pq.write_table(table, tmp, compression="none", use_dictionary=False)
+    # parts are read back once, by finish(): uncompressed and plain they cost a fifth to read,
+    # and nothing reads their statistics (the output file gets its own)
+    pq.write_table(table, tmp, compression="none", use_dictionary=False, write_statistics=False)
     with tmp.open("rb") as f:
         os.fsync(f.fileno())
     return str(tmp)
