@@ -190,6 +190,15 @@ def test_each_odd_record_sends_its_batch_to_the_row_decoder(odd: str) -> None:
             check(pulls)
 
 
+def test_a_table_keeps_its_values_when_the_next_batch_is_decoded() -> None:
+    """Batches are joined in a scratch buffer the thread reuses: no column may point into it."""
+    rnd = random.Random(11)
+    first, second = slice_of(rnd), slice_of(rnd)
+    table = decode_pulls(first, BROKER).table
+    decode_pulls(second, BROKER)
+    assert table.equals(by_rows(first)[0])
+
+
 def test_a_single_pull_and_nothing_at_all() -> None:
     rnd = random.Random(7)
     data = pull(rnd, 25, 1000)
