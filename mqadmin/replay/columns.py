@@ -147,11 +147,11 @@ def _columns(pulls: Sequence[Pull], broker: str) -> Decoded | None:
         return None
 
     # the window of each record's pull (as inclusive bounds that fit int64)
-    per_pull = np.frombuffer(per_pull, dtype=np.int64)
-    bounds = np.repeat(np.array([_bounds(w) for _, w in pulls], dtype=np.int64), per_pull, axis=0)
+    records_per_pull = np.frombuffer(per_pull, dtype=np.int64)
+    bounds = np.repeat(np.array([_bounds(w) for _, w in pulls], dtype=np.int64), records_per_pull, axis=0)
     qoff, store_ts = heads["queue_offset"], heads["store_time"]
     keep = (qoff >= bounds[:, 0]) & (qoff <= bounds[:, 1]) & (store_ts >= bounds[:, 2]) & (store_ts <= bounds[:, 3])
-    pull_ends = np.cumsum(per_pull)
+    pull_ends = np.cumsum(records_per_pull)
     counts = _segment_sums(np.cumsum(keep), pull_ends)
     body_bytes = _segment_sums(np.cumsum(np.where(keep, blen, 0)), pull_ends)
     if not keep.all():
