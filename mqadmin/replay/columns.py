@@ -159,7 +159,8 @@ def _columns(pulls: Sequence[Pull], broker: str) -> Decoded | None:
         if not len(kept):
             return Decoded(arrow_schema().empty_table(), counts, body_bytes)
         at, blen, topic_at, topic_end = at[kept], blen[kept], topic_at[kept], topic_end[kept]
-        props_at, props_end, heads = props_at[kept], props_end[kept], heads[kept]
+        props_at, props_end = props_at[kept], props_end[kept]
+        heads = heads.view(f"V{_HEAD}")[kept].view(_head_type())  # opaque: see above
     k = len(at)
     buffer = pa.py_buffer(data)
     try:

@@ -330,7 +330,11 @@ class ParquetSink:
     def batch_encoder(self) -> None:
         return None
 
-    def table_encoder(self) -> Callable[[Slice, pyarrow.Table], str | None]:
+    def table_encoder(self) -> Callable[[Slice, pyarrow.Table], str | None] | None:
+        import importlib.util
+
+        if importlib.util.find_spec("numpy") is None:  # pyarrow alone: rows (the column-wise decoder needs numpy)
+            return None
         return functools.partial(write_part, str(self.parts))
 
     def write_encoded(self, slc: Slice, encoded: str | None, count: int) -> int:
