@@ -317,8 +317,9 @@ class SliceScan:
 
     def table(self) -> pyarrow.Table:
         """The kept messages as one Arrow table: ``rows_to_table`` of everything ``rows()`` gives.
-        When the window alone selects, the whole slice's records are decoded column-wise at once
-        once read (``replay.columns``), without a Python object per message."""
+        When the window alone selects, the slice's records are read, then decoded column-wise all
+        together (``replay.columns``), without a Python object per message; its progress is then
+        reported once the slice is decoded rather than pull by pull."""
         s, flt = self.slice, self.filter
         if not flt.windows_only or getattr(self.admin, "pull_raw", None) is None:
             return rows_to_table([r for batch in self.rows() for r in batch])
