@@ -10,7 +10,10 @@ replies (``--per-pull`` records each, 1 KiB bodies with the properties a produce
 as a broker sends them, arriving in the transport's 256 KiB reads, cut into frames by the
 ``FrameDecoder``, read slice by slice through the replay's own ``SliceScan`` and
 ``encode_slice_rows`` (a stand-in connection answers each pull from the stream), and encoded as
-the sinks do: JSON lines per pull, or one Parquet table per slice (written to memory).
+the sinks do: JSON lines per pull, or one Parquet part per slice (the sink's own ``write_part``,
+into a temporary folder).
+The clock runs while slices are read and encoded; each slice's output is then hashed and
+dropped off the clock, as a sink writes it and lets it go.
 
 The baseline is the same pipeline from git revision ``--baseline`` (default: the merge base with
 ``main``), extracted with ``git archive``. Each round runs both in fresh processes, interleaved,
@@ -110,7 +113,6 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
     """One round in this process, with the ``mqadmin`` of ``tree``: prints CPU seconds and a hash."""
     sys.path.insert(0, tree)
     import gc
-    import io
 
     from mqadmin.replay.planner import Slice
     from mqadmin.replay.pool import encode_slice_rows
@@ -119,13 +121,19 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
 
     assert Path(sys.modules["mqadmin"].__file__ or "").is_relative_to(tree)
     data = Path(path).read_bytes()
+    options: dict[str, Any] = {}
+    parts = tempfile.mkdtemp(prefix="mqadmin-hotpath-parts-")
     if fmt == "parquet":
-        import pyarrow.parquet as pq
+        import functools
+        import inspect
 
-        def encode(slc: Slice, rows: Any) -> bytes:
-            out = io.BytesIO()
-            pq.write_table(rows_to_table(rows), out, compression="none", use_dictionary=False)
-            return out.getvalue()
+        from mqadmin.replay.sinks import write_part
+
+        # the Parquet sink's own part writer, into a temporary folder (synced, as in a replay);
+        # a tree that decodes slices column-wise hands it a table
+        encode = functools.partial(write_part, parts)
+        if "encode_table" in inspect.signature(encode_slice_rows).parameters:
+            options["encode_table"] = encode
 
     else:
 
@@ -134,22 +142,42 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
 
     import orjson  # noqa: F401  (imported before the clock starts, as in a running replay)
 
-    rows_to_table([]) if fmt == "parquet" else None
+    if fmt == "parquet":
+        rows_to_table([])
+        if "encode_table" in options:  # what the column-wise decoder loads, as a running replay has
+            import numpy  # noqa: F401
+            import pyarrow.compute  # noqa: F401
+
+            import mqadmin.replay.columns  # noqa: F401
     gc.disable()  # as a replay runs (see pause_gc)
     conn, flt, written = _Connection(data), MessageFilter(T0, T0 + messages + 1), 0
-    out: list[bytes] = []
-    t = time.process_time()
+    digest, cpu = hashlib.sha256(), 0.0
     for index, start in enumerate(range(0, messages, SLICE)):
         slc = Slice(index, "Bench", BROKER, 0, start, min(start + SLICE, messages))
-        encoded, stats, finished = encode_slice_rows(conn, slc, flt, encode=encode, stream=fmt == "jsonl")  # type: ignore[arg-type]
+        t = time.process_time()
+        encoded, stats, finished = encode_slice_rows(conn, slc, flt, encode=encode, stream=fmt == "jsonl", **options)  # type: ignore[arg-type]
+        cpu += time.process_time() - t
         assert finished
         written += stats.matched
-        out += encoded.payload if fmt == "jsonl" else [encoded.payload]
-    cpu = time.process_time() - t
-    digest = hashlib.sha256()  # after the clock stops
-    for piece in out:
-        digest.update(piece)
+        # off the clock: what the slice came to, then dropped (as a sink writes it and lets go)
+        for piece in encoded.payload if fmt == "jsonl" else [_canonical(encoded.payload)]:
+            digest.update(piece)
+        del encoded
+    shutil.rmtree(parts, ignore_errors=True)
     print(json.dumps({"cpu": cpu, "sha256": digest.hexdigest(), "written": written}))
+
+
+def _canonical(part: str) -> bytes:
+    """What a Parquet part holds, written with fixed options (whatever options, say statistics,
+    the sink writes its parts with); the part is then removed."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pq.read_table(part), out, compression="none", use_dictionary=False)
+    os.unlink(part)
+    return out.getvalue()
 
 
 def baseline_tree(rev: str) -> Path:

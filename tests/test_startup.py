@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mqadmin.mock.cluster import MockCluster
 
-HEAVY = ("pyspark", "pyarrow", "mqadmin.spark", "rich", "mqadmin.remoting")
+HEAVY = ("pyspark", "pyarrow", "numpy", "mqadmin.spark", "rich", "mqadmin.remoting")
 
 
 def loaded_after(args: list[str]) -> set[str]:

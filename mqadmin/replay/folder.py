@@ -265,6 +265,9 @@ class FolderSink:
     def batch_encoder(self) -> None:
         return None
 
+    def table_encoder(self) -> None:
+        return None
+
     def write_encoded(self, slc: Slice, encoded: list[tuple[str, str, int]], count: int) -> int:
         """Move the files ``write_slice`` wrote (and synced) to their partition folders."""
         folders = set()
@@ -313,6 +316,9 @@ class PartitionCountSink:
         return functools.partial(count_slice, self.by, field=self.field)
 
     def batch_encoder(self) -> None:
+        return None
+
+    def table_encoder(self) -> None:
         return None
 
     def write_encoded(self, slc: Slice, encoded: dict[str, int], count: int) -> int:

@@ -38,6 +38,8 @@ from mqadmin.replay.worker import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from mqadmin.admin import Admin
 
 #: below this many messages a replay stays in threads unless worker processes are asked for:
@@ -142,6 +144,8 @@ class SlicePool:
         self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
             encoding.encoder() if encoding is not None else None
         )
+        #: ... or the slice's rows as one table, decoded column-wise (a Parquet part)
+        self._encode_table = encoding.table_encoder() if encoding is not None else None
         self.executor: Executor
         if self.processes:
             assert self._encode is not None and connection is not None  # a row sink, no limit
@@ -153,6 +157,7 @@ class SlicePool:
                 encode=self._encode,
                 stream=bool(self._stream),
                 max_depth=self.max_depth,
+                encode_table=self._encode_table,
             )
         else:
             self.executor = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="replay")
@@ -179,6 +184,7 @@ class SlicePool:
                 stop=stop,
                 on_progress=on_progress,
                 max_depth=self.max_depth,
+                encode_table=self._encode_table,
             )
         job = run_slice if self.rows is None else run_slice_rows
         return self.executor.submit(
@@ -256,6 +262,7 @@ def encode_slice(
     encode: Callable[[Slice, Sequence[Row]], Any],
     stream: bool = False,
     max_depth: int = MAX_PULL_DEPTH,
+    encode_table: Callable[[Slice, pyarrow.Table], Any] | None = None,
 ) -> SliceResult:
     """Worker process: read one slice through its own connection and encode it for the sink."""
     fault_point(f"replay-worker-slice-{slc.index}")
@@ -263,7 +270,9 @@ def encode_slice(
         admin = _admins.get(connection)
         if admin is None:
             admin = _admins[connection] = connection.open()
-        encoded, stats, finished = encode_slice_rows(admin, slc, flt, encode=encode, stream=stream, max_depth=max_depth)
+        encoded, stats, finished = encode_slice_rows(
+            admin, slc, flt, encode=encode, stream=stream, max_depth=max_depth, encode_table=encode_table
+        )
     except Exception as exc:
         raise _portable(exc) from None
     return encoded.payload, stats, finished
@@ -290,11 +299,15 @@ def encode_slice_rows(
     stop: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     max_depth: int = MAX_PULL_DEPTH,
+    encode_table: Callable[[Slice, pyarrow.Table], Any] | None = None,
 ) -> SliceResult:
     """A slice read and encoded for the sink by ``encode``: with ``stream`` (a sink's
     ``batch_encoder``) one pull's rows at a time, encoded while in cache and freed at once;
-    else all its rows at the end. The writer then only writes what came out."""
+    else all its rows at the end -- or, given ``encode_table`` (a sink's ``table_encoder``),
+    all its records decoded column-wise into one table. The writer then only writes what came out."""
     scan = SliceScan(admin, slc, flt, stop=stop, on_progress=on_progress, max_depth=max_depth)
+    if encode_table is not None:
+        return _Encoded(encode_table(slc, scan.table())), scan.stats, scan.complete
     if not stream:
         return _Encoded(encode(slc, [r for batch in scan.rows() for r in batch])), scan.stats, scan.complete
     out: list[bytes] = []

@@ -24,6 +24,8 @@ from mqadmin.replay.records import Row, json_chunks, rows_to_table, to_row
 from mqadmin.safety import fsync_dir
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from mqadmin.admin import Admin
 
 SCHEMES = ("jsonl", "parquet", "stdout", "topic", "group", "origin")
@@ -206,6 +208,11 @@ class RowSink(Sink, Protocol):
         slice workers then encode each pull's rows as they come, while they are in cache."""
         ...
 
+    def table_encoder(self) -> Callable[[Slice, pyarrow.Table], Any] | None:
+        """An ``encoder()`` that takes a slice's rows as one Arrow table (``SliceScan.table``,
+        decoded column-wise), or None: slice workers then hand it rows."""
+        ...
+
 
 def encode_json(slc: Slice, rows: Sequence[Row]) -> list[bytes]:
     """The JSON-lines sinks' encoder (see ``json_chunks``)."""
@@ -252,6 +259,9 @@ class JsonlSink:
 
     def batch_encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
         return encode_json
+
+    def table_encoder(self) -> None:
+        return None
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
         self._f.writelines(encoded)
@@ -320,6 +330,13 @@ class ParquetSink:
     def batch_encoder(self) -> None:
         return None
 
+    def table_encoder(self) -> Callable[[Slice, pyarrow.Table], str | None] | None:
+        import importlib.util
+
+        if importlib.util.find_spec("numpy") is None:  # pyarrow alone: rows (the column-wise decoder needs numpy)
+            return None
+        return functools.partial(write_part, str(self.parts))
+
     def write_encoded(self, slc: Slice, encoded: str | None, count: int) -> int:
         """Move a part that ``write_part`` wrote (and synced) into place."""
         if encoded is None:
@@ -352,16 +369,20 @@ class ParquetSink:
             shutil.rmtree(self.parts, ignore_errors=True)
 
 
-def write_part(parts: str, slc: Slice, rows: Sequence[Row]) -> str | None:
-    """Write a slice's rows as a Parquet part beside its final name, synced; returns its path
-    (None for no rows). Worker processes run this, so parts are written in parallel."""
-    if not rows:
+def write_part(parts: str, slc: Slice, rows: Sequence[Row] | pyarrow.Table) -> str | None:
+    """Write a slice's rows (or their table) as a Parquet part beside its final name, synced;
+    returns its path (None for no rows). Worker processes run this, so parts are written in
+    parallel."""
+    if not len(rows):
         return None
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    table = rows if isinstance(rows, pa.Table) else rows_to_table(rows)
     tmp = Path(parts) / f"{slc.index:08d}.parquet.{os.getpid()}.tmp"
-    # parts are read back once, by finish(): uncompressed and plain they cost a fifth to read
-    pq.write_table(rows_to_table(rows), tmp, compression="none", use_dictionary=False)
+    # parts are read back once, by finish(): uncompressed and plain they cost a fifth to read,
+    # and nothing reads their statistics (the output file gets its own)
+    pq.write_table(table, tmp, compression="none", use_dictionary=False, write_statistics=False)
     with tmp.open("rb") as f:
         os.fsync(f.fileno())
     return str(tmp)
@@ -385,6 +406,9 @@ class CountSink:
         return count_rows
 
     def batch_encoder(self) -> None:
+        return None
+
+    def table_encoder(self) -> None:
         return None
 
     def write_encoded(self, slc: Slice, encoded: int, count: int) -> int:
@@ -417,6 +441,9 @@ class StdoutSink:
 
     def batch_encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
         return encode_json
+
+    def table_encoder(self) -> None:
+        return None
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
         for chunk in encoded:

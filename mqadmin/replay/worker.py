@@ -24,9 +24,11 @@ from mqadmin.message import iter_messages
 from mqadmin.model import Message, MessageQueue, PullResult, RawPull
 from mqadmin.replay import TimeField
 from mqadmin.replay.planner import Slice
-from mqadmin.replay.records import Row, decode_rows, row_time, to_row
+from mqadmin.replay.records import Row, decode_rows, row_time, rows_to_table, to_row
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from mqadmin.admin import Admin, PendingPull
     from mqadmin.replay.sql92 import SqlFilter
 
@@ -137,6 +139,18 @@ class MessageFilter:
     time_field: str | None = None
     field_begin: int = 0
     field_end: int = 0
+
+    @property
+    def windows_only(self) -> bool:
+        """Whether messages are kept by the window alone (store time; the slice's offsets), with
+        no tag, key, SQL, --time-field or --dedup to apply: what a column-wise decoding applies."""
+        return (
+            self.tags is None
+            and self.key is None
+            and self.sql is None
+            and self.exclude is None
+            and self.time_field is None
+        )
 
     def matches(self, msg: Message) -> bool:
         if not self.begin <= msg.store_timestamp < self.end:
@@ -300,6 +314,25 @@ class SliceScan:
             if kept:
                 yield kept
             self._advance(offset, answer, matched, body_bytes)
+
+    def table(self) -> pyarrow.Table:
+        """The kept messages as one Arrow table: ``rows_to_table`` of everything ``rows()`` gives.
+        When the window alone selects, the slice's records are read, then decoded column-wise all
+        together (``replay.columns``), without a Python object per message; its progress is then
+        reported once the slice is decoded rather than pull by pull."""
+        s, flt = self.slice, self.filter
+        if not flt.windows_only or getattr(self.admin, "pull_raw", None) is None:
+            return rows_to_table([r for batch in self.rows() for r in batch])
+        from mqadmin.replay.columns import decode_pulls
+
+        answers: list[tuple[int, RawPull]] = []
+        for offset, answer in self._answers():
+            assert isinstance(answer, RawPull)  # bulk pulls answer raw records
+            answers.append((offset, answer))
+        decoded = decode_pulls([(a.records, (offset, s.end, flt.begin, flt.end)) for offset, a in answers], s.broker)
+        for (offset, answer), matched, body_bytes in zip(answers, decoded.counts, decoded.body_bytes, strict=True):
+            self._advance(offset, answer, matched, body_bytes)
+        return decoded.table
 
     def _advance(self, offset: int, answer: PullResult | RawPull, matched: int, body_bytes: int) -> None:
         """Count one answer after its messages went out (a retention gap counts as missing)."""

@@ -278,6 +278,33 @@ def test_processes_over_tcp_write_the_same_bytes_as_threads(
         assert threads.count(b"\n") == 2800
 
 
+def test_parquet_slices_decoded_column_wise_write_what_rows_write(
+    tcp: str, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the network a Parquet replay decodes each slice's pulls column-wise into one table;
+    the file is byte for byte what decoding them row by row writes."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("numpy")
+    from mqadmin.replay import columns, sinks
+
+    taken: list[bool] = []
+    real = columns._columns
+
+    def spy(*args: object) -> object:
+        got = real(*args)  # type: ignore[arg-type]
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(columns, "_columns", spy)
+    run = ("rangeReplay", "-n", tcp, *WINDOW, "--workers", "1", "--to")
+    assert cli(*run, f"parquet:{tmp_path / 'columns.parquet'}").code == 0
+    assert len(taken) == 8 and all(taken)  # one decoding a slice (8 queues), each column-wise
+    monkeypatch.setattr(sinks.ParquetSink, "table_encoder", lambda self: None)
+    assert cli(*run, f"parquet:{tmp_path / 'rows.parquet'}").code == 0
+    assert len(taken) == 8
+    assert (tmp_path / "columns.parquet").read_bytes() == (tmp_path / "rows.parquet").read_bytes()
+
+
 def test_a_killed_worker_process_fails_the_replay_and_it_resumes(
     tcp: str, tmp_path: Path, cli: Callable[..., CliResult], cli_proc: Callable[..., CliResult]
 ) -> None:

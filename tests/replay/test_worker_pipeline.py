@@ -154,6 +154,26 @@ def test_retention_gap_mid_slice_re_aims_the_pipeline(admin: Admin) -> None:
     assert [m.queue_offset for m in again] == list(range(100, 300)) and again.stats == scan.stats
 
 
+@pytest.mark.parametrize(
+    "flt",
+    [MessageFilter(T0 + 10, T0 + 90), MessageFilter(T0, T0 + 1000, tags=frozenset({"TagA"}))],
+    ids=["window", "tags"],
+)
+def test_a_slice_as_one_table_holds_and_counts_what_its_rows_do(admin: Admin, flt: MessageFilter) -> None:
+    """``table()`` decodes the whole slice at once (column-wise when the window alone selects,
+    else from the rows): the rows and the counts of ``rows()``, over short answers and a gap."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("numpy")
+    from mqadmin.replay.records import rows_to_table
+
+    slc = Slice(0, "T", "broker-a", 1, 7, 590)
+    scans = [SliceScan(CappedAdmin(admin, cap=32, short_at=frozenset({64}), gone_below=40), slc, flt) for _ in "ab"]  # type: ignore[arg-type]
+    rows = [r for batch in scans[0].rows() for r in batch]
+    table = scans[1].table()
+    assert table.equals(rows_to_table(rows)) and len(rows) > 100
+    assert scans[1].stats == scans[0].stats and scans[1].complete and scans[1].stats.missing == 33
+
+
 def test_a_stuck_answer_still_raises(admin: Admin) -> None:
     class Stuck(CappedAdmin):
         def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str | None = None) -> Pending:
