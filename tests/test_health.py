@@ -122,6 +122,11 @@ def test_windows_are_bounded_by_count_and_age() -> None:
     w.add("gone", Sample(0, 1, 1))
     w.prune(20 * MIN)
     assert list(w.queues) == ["k"], "a queue not seen for longer than the max age leaves the state"
+    w.prune(20 * MIN)
+    assert list(w.queues) == ["k"], "every queue seen within the window: all stay"
+    w.queues["empty"] = []
+    w.prune(20 * MIN)
+    assert list(w.queues) == ["k"], "a row without samples leaves too"
 
 
 def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Path) -> None:
