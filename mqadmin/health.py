@@ -395,10 +395,11 @@ class Windows:
         else: another program's file, or one cut short or changed since it was written."""
         if data[:1] == b"{":
             return cls.from_json(orjson.loads(data), rules)
-        head, sep, body = data.partition(b"\n")
-        fields = head.split(b" ")
-        if not sep or len(fields) != 3 or fields[0] != STATE_FORMAT.encode():
+        end = data.find(b"\n", 0, 200)
+        fields = data[:end].split(b" ")
+        if end < 0 or len(fields) != 3 or fields[0] != STATE_FORMAT.encode():
             raise ValueError("not a health state file")
+        body = memoryview(data)[end + 1 :]  # 14 MB at 10,000 groups: not copied
         if int(fields[1]) != len(body) or int(fields[2], 16) != zlib.crc32(body):
             raise ValueError("a health state file cut short or changed since written")
         rows = orjson.loads(body)
@@ -561,7 +562,8 @@ class GroupHealth:
 
 
 def verdict_json(v: Verdict) -> dict[str, Any]:
-    return {"status": STATUS_NAMES[v.status], "reason": v.reason, "collecting": v.collecting is not None}
+    # int(): a list indexed by the IntEnum itself takes a slower path (10,000 groups a run)
+    return {"status": STATUS_NAMES[int(v.status)], "reason": v.reason, "collecting": v.collecting is not None}
 
 
 #: each status's name by its value (``Status.name`` is a property: slow for 80,000 queues)
