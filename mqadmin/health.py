@@ -403,7 +403,10 @@ class Windows:
         if int(fields[1]) != len(body) or int(fields[2], 16) != zlib.crc32(body):
             raise ValueError("a health state file cut short or changed since written")
         rows = orjson.loads(body)
-        if not isinstance(rows, dict):
+        # the shape, in C over the rows (milliseconds); their numbers the checksum vouches for
+        if not isinstance(rows, dict) or not {list}.issuperset(map(type, rows.values())):
+            raise ValueError("not a health state file")
+        if any(n % 4 or not n for n in set(map(len, rows.values()))):
             raise ValueError("not a health state file")
         return cls(rules, rows)
 

@@ -204,11 +204,11 @@ def test_a_state_file_cut_short_changed_or_foreign_starts_a_new_window(tmp_path:
         with StateFile(path, RULES, warned.append).open(MIN) as w:
             assert w.add("k", Sample(MIN, 12, 20, 0)) == [Sample(MIN, 12, 20, 0)], broken
         assert warned == [f"health state {path} could not be read; starting a new window"], broken
-    # the body is checked for a dict of rows even when its checksum holds
-    body = b"[1, 2]"
-    path.write_bytes(f"mqadmin-health-state/2 {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
-    with pytest.raises(ValueError, match="not a health state file"):
-        rows_in(path)
+    # the body is checked for a dict of rows of whole samples even when its checksum holds
+    for body in (b"[1, 2]", b'{"k": 5}', b'{"k": [0, 1, 2]}', b'{"k": []}'):
+        path.write_bytes(f"mqadmin-health-state/2 {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
+        with pytest.raises(ValueError, match="not a health state file"):
+            rows_in(path)
 
 
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
