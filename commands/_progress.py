@@ -448,7 +448,7 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
         v = health.queues[worst].verdict
         brief = {
             "queue": worst.split(" ", 1)[1],
-            "status": STATUS_NAMES[v.status],
+            "status": STATUS_NAMES[int(v.status)],
             "reason": v.reason,
             "collecting": v.collecting is not None,
         }

@@ -739,24 +739,25 @@ def _groups_health(
             if isinstance(st, errors.MqadminError):
                 healths[group] = GroupHealth(Verdict(Status.ERR, f"its offsets could not be read ({st})"))
                 continue
-            samples: list[tuple[str, int, int, int | None]] = []
-            add = samples.append
-            for mq, w in st.offsets.items():
-                topic, broker, qid, consumer, top = (
-                    mq.topic,
-                    mq.broker_name,
-                    mq.queue_id,
-                    w.consumer_offset,
-                    w.broker_offset,
-                )
-                lag = age_at.get((topic, broker, qid, consumer), 0) if top > consumer else 0
-                add((f"{group} {topic} {broker} {qid}", consumer, top, lag))  # the key as queue_key makes it
-            if not samples and not st.missing_brokers:
+            # the samples as columns, each by one comprehension (80,000 queues at 10,000 groups)
+            offsets = st.offsets
+            keys = [f"{group} {mq.topic} {mq.broker_name} {mq.queue_id}" for mq in offsets]  # as queue_key
+            consumers = [w.consumer_offset for w in offsets.values()]
+            brokers = [w.broker_offset for w in offsets.values()]
+            if not keys and not st.missing_brokers:
                 healths[group] = GroupHealth(_uncommitted(ctx, None if conns is None else conns[group], None))
                 continue
+            lags = (
+                [
+                    age_at.get((mq.topic, mq.broker_name, mq.queue_id, c), 0) if b > c else 0
+                    for mq, c, b in zip(offsets, consumers, brokers, strict=True)
+                ]
+                if age_at
+                else [0] * len(keys)
+            )
             clients = Clients(None) if conns is None else _clients_of(conns[group])
             error = _incomplete(st.missing_brokers, params.partial)
-            healths[group] = assess_brief(windows, rules, now, samples, clients, error)
+            healths[group] = assess_brief(windows, rules, now, keys, consumers, brokers, lags, clients, error)
     result.health = healths
     return _failures(params, healths)
 

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import random
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,11 @@ from mqadmin.health import Clients, Rules, Sample, StateFile, Status, Windows, e
 
 MIN = 60_000
 RULES = Rules(samples=5, max_age_ms=30 * MIN)
+
+
+def rows_in(path: Path) -> dict[str, list[Any]]:
+    """The rows a state file holds, as a run reads them."""
+    return Windows.from_bytes(path.read_bytes(), RULES).queues
 
 
 def window(*points: tuple[int, int]) -> list[Sample]:
@@ -116,6 +122,11 @@ def test_windows_are_bounded_by_count_and_age() -> None:
     w.add("gone", Sample(0, 1, 1))
     w.prune(20 * MIN)
     assert list(w.queues) == ["k"], "a queue not seen for longer than the max age leaves the state"
+    w.prune(20 * MIN)
+    assert list(w.queues) == ["k"], "every queue seen within the window: all stay"
+    w.queues["empty"] = []
+    w.prune(20 * MIN)
+    assert list(w.queues) == ["k"], "a row without samples leaves too"
 
 
 def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Path) -> None:
@@ -127,11 +138,11 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
         w.add("k", Sample(0, 1, 2, None))
     with state.open(MIN) as w:
         assert w.add("k", Sample(MIN, 2, 3, 5)) == [Sample(0, 1, 2, None), Sample(MIN, 2, 3, 5)]
-    assert json.loads(path.read_text())["queues"] == {"k": [0, 1, 2, None, MIN, 2, 3, 5]}
+    assert rows_in(path) == {"k": [0, 1, 2, None, MIN, 2, 3, 5]}
     with pytest.raises(RuntimeError), state.open(2 * MIN) as w:
         w.add("k", Sample(2 * MIN, 3, 4))
         raise RuntimeError("a run that fails keeps the state as it was")
-    assert len(json.loads(path.read_text())["queues"]["k"]) == 2 * 4
+    assert len(rows_in(path)["k"]) == 2 * 4
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
     path.write_text("{half a fi")
     warned: list[str] = []
@@ -155,16 +166,61 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
     assert len(warned) == 10
 
 
+def test_a_state_file_of_the_earlier_form_is_read_once_and_rewritten(tmp_path: Path) -> None:
+    """A state file written before the checksummed form (one JSON document): its samples carry on."""
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps({"format": "mqadmin-health-state/1", "queues": {"k": [0, 1, 2, None], "j": [0, 5, 9, 7]}})
+    )
+    warned: list[str] = []
+    with StateFile(path, RULES, warned.append).open(MIN) as w:
+        assert w.add("k", Sample(MIN, 2, 3, 4)) == [Sample(0, 1, 2, None), Sample(MIN, 2, 3, 4)]
+    assert warned == []
+    assert path.read_bytes().startswith(b"mqadmin-health-state/2 ")
+    assert rows_in(path) == {"k": [0, 1, 2, None, MIN, 2, 3, 4], "j": [0, 5, 9, 7]}
+
+
+def test_a_state_file_cut_short_changed_or_foreign_starts_a_new_window(tmp_path: Path) -> None:
+    """The checksum stands in for checking each value: a file not whole as written is not trusted."""
+    path = tmp_path / "s.json"
+    with StateFile(path, RULES).open(0) as w:
+        w.add("k", Sample(0, 10, 20, 30))
+    good = path.read_bytes()
+    head, body = good.split(b"\n", 1)
+    changed = body.replace(b"10", b"11")
+    assert changed != body
+    for broken in (
+        good[:-3],  # cut short
+        head + b"\n" + changed,  # a number changed, the length the same
+        head + b"\n" + body + b" ",  # longer than written
+        head,  # the first line only
+        b"mqadmin-health-state/2 3 zz\n[1]",  # a checksum that is not one
+        b"mqadmin-health-state/9 2 00000000\n{}",  # a later format
+        b"\x00\x01binary",  # another program's file
+        b"",
+    ):
+        path.write_bytes(broken)
+        warned: list[str] = []
+        with StateFile(path, RULES, warned.append).open(MIN) as w:
+            assert w.add("k", Sample(MIN, 12, 20, 0)) == [Sample(MIN, 12, 20, 0)], broken
+        assert warned == [f"health state {path} could not be read; starting a new window"], broken
+    # the body is checked for a dict of rows of whole samples even when its checksum holds
+    for body in (b"[1, 2]", b'{"k": 5}', b'{"k": [0, 1, 2]}', b'{"k": []}'):
+        path.write_bytes(f"mqadmin-health-state/2 {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
+        with pytest.raises(ValueError, match="not a health state file"):
+            rows_in(path)
+
+
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
     state = StateFile(tmp_path / "s.json", RULES)
     with state.open(0) as w:
         w.add("g1 T b 0", Sample(0, 1, 2, 3))
     with state.open(MIN) as w:
         w.add("g2 T b 0", Sample(MIN, 5, 6, None))
-    assert json.loads(state.path.read_text())["queues"] == {"g1 T b 0": [0, 1, 2, 3], "g2 T b 0": [MIN, 5, 6, None]}
+    assert rows_in(state.path) == {"g1 T b 0": [0, 1, 2, 3], "g2 T b 0": [MIN, 5, 6, None]}
     with state.open(32 * MIN) as w:
         w.add("g2 T b 0", Sample(32 * MIN, 7, 8, None))
-    assert json.loads(state.path.read_text())["queues"] == {"g2 T b 0": [32 * MIN, 7, 8, None]}
+    assert rows_in(state.path) == {"g2 T b 0": [32 * MIN, 7, 8, None]}
 
 
 def _add_many(path: str, key: str, count: int) -> None:
@@ -184,7 +240,7 @@ def test_two_runs_at_once_take_turns(tmp_path: Path) -> None:
     for p in procs:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
-    queues = json.loads(path.read_text())["queues"]
+    queues = rows_in(path)
     assert {k: len(v) // 4 for k, v in queues.items()} == {"a": 60, "b": 60}
 
 
@@ -259,7 +315,8 @@ def test_assess_brief_is_assess_for_many_groups() -> None:
         full_w = Windows(rules, {k: list(v) for k, v in before.items()})
         brief_w = Windows(rules, {k: list(v) for k, v in before.items()})
         full = health.assess(full_w, rules, [(k, (now, c, b, lag)) for k, c, b, lag in samples], clients, error)
-        brief = health.assess_brief(brief_w, rules, now, samples, clients, error)
+        columns = [list(c) for c in zip(*samples, strict=True)] if samples else [[], [], [], []]
+        brief = health.assess_brief(brief_w, rules, now, *columns, clients, error)
         assert brief_w.queues == full_w.queues and list(brief_w.queues) == list(full_w.queues)
         v, f = brief.verdict, full.verdict
         assert (v.status, v.reason, v.collecting) == (f.status, f.reason, f.collecting), samples
@@ -274,7 +331,7 @@ def test_assess_brief_is_assess_for_many_groups() -> None:
                 fq.row,
             )
             kept = list(brief.queues[full.worst].row)
-            health.assess_brief(brief_w, rules, now + MIN, samples, clients)
+            health.assess_brief(brief_w, rules, now + MIN, *columns, clients)
             assert brief.queues[full.worst].row == kept, "the next run's samples do not reach a result shown"
 
 
