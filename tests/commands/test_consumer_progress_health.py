@@ -502,8 +502,10 @@ def test_a_group_that_never_committed_is_not_a_silent_ok(uncommitted_store: str,
     # without --health an offline group without offsets stays what it was: unknown to the offsets
     res = cli("consumerProgress", "-n", addr, "-g", "unstarted")
     assert res.code == 2 and "unknown consumer group 'unstarted'" in res.stderr, res.stderr
+    assert "a subscription group of that name exists, but no consumer has committed" in res.stderr
     res = cli("consumerProgress", "-n", addr, "-g", "nosuch", "--health")
     assert res.code == 2 and "unknown consumer group 'nosuch'" in res.stderr, res.stderr
+    assert "subscription group" not in res.stderr
 
     # every group: the same verdicts (a group made by updateSubGroup alone is not listed: no retry topic)
     res = cli("consumerProgress", "-n", addr, "--health", "--json")
