@@ -1,0 +1,269 @@
+"""JSON lines from an Arrow table of replay rows, column by column.
+
+``table_json_chunks(rows_to_table(rows))`` writes byte for byte what ``json_chunks(rows)``
+writes, without a Python object per record: each field becomes a column of its JSON text
+(numbers cast, strings quoted, properties joined into objects) and one element-wise join of
+those columns with the keys between them gives every line at once. Only the rare values that
+need more than quotes (a quote, a backslash or a control character inside, a body that is not
+UTF-8) are encoded one by one, by orjson or base64 as the row path does, so the escaping is
+always orjson's. Imports pyarrow: only a sink that already holds a table calls it.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from mqadmin.replay.records import _ARROW_TYPES, RECORD_KEYS, arrow_schema
+
+if TYPE_CHECKING:
+    import pyarrow
+
+#: rows joined in one go: large enough that the per-call cost of the kernels is small, small
+#: enough that a piece's columns stay in the cache and its offsets cannot overflow
+_CHUNK_ROWS = 8192
+#: a body range whose rows are checked one by one once validating it as a whole has failed
+_LEAF_ROWS = 16
+
+
+def table_json_lines(table: pyarrow.Table) -> bytes:
+    """``json_lines(rows)`` for ``table = rows_to_table(rows)``."""
+    return b"".join(table_json_chunks(table))
+
+
+def table_json_chunks(table: pyarrow.Table) -> list[bytes]:
+    """``json_chunks(rows)`` joined the same way for ``table = rows_to_table(rows)``, in pieces
+    of up to ``_CHUNK_ROWS`` lines."""
+    schema = arrow_schema()
+    if table.schema.names != schema.names or table.schema.types != schema.types:
+        raise ValueError(f"not a replay table: {table.schema}")
+    out = []
+    for batch in table.to_batches():
+        for start in range(0, batch.num_rows, _CHUNK_ROWS):
+            out.append(_lines(batch.slice(start, _CHUNK_ROWS)))
+    return out
+
+
+def _lines(batch: pyarrow.RecordBatch) -> bytes:
+    """One piece: the fields' JSON columns joined with the keys between them."""
+    columns = batch.columns
+    parts: list[Part] = []
+    for i, key in enumerate(RECORD_KEYS):
+        parts.append(f'{"," if i else "{"}"{key}":')
+        kind = _ARROW_TYPES[key]
+        if kind == "string":
+            parts += _json_string(columns[i])
+        elif kind == "map":
+            parts += _json_object(columns[i])
+        else:
+            parts.append(_json_number(columns[i]))
+    parts += _json_body(columns[len(RECORD_KEYS)])
+    parts.append("}\n")
+    return _data(_join(parts, batch.num_rows))
+
+
+#: a piece of a line: a column of texts, or a literal (the same in every line)
+Part: TypeAlias = "pyarrow.Array | str"
+
+
+def _join(parts: list[Part], length: int) -> pyarrow.Array:
+    """The parts joined row by row into ``length`` texts (a kernel's cost grows with its
+    arguments: literals next to each other are merged first)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    args: list[Any] = []
+    for part in parts:
+        if isinstance(part, str) and args and isinstance(args[-1], str):
+            args[-1] += part
+        else:
+            args.append(part)
+    if len(args) == 1 and isinstance(args[0], str):
+        return pc.fill_null(pa.nulls(length, pa.string()), _text(args[0]))
+    return pc.binary_join_element_wise(*(_text(a) if isinstance(a, str) else a for a in args), _text(""))
+
+
+def _json_number(column: pyarrow.Array) -> Part:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not column.null_count:
+        low, high = pc.min_max(column).values()
+        if low == high:  # one value in every line (a queue id, reconsume times): a literal
+            return str(low.as_py())
+    text = column.cast(pa.string())
+    return pc.fill_null(text, _text("null")) if column.null_count else text
+
+
+def _json_string(column: pyarrow.Array) -> list[Part]:
+    """The strings as JSON: between literal quotes when none needs escaping (as a rule), else
+    quoted with the values that need escaping through orjson, nulls as ``null``."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _constant(column):  # one value in every line (the topic, the broker): a literal
+        return [orjson.dumps(column[0].as_py()).decode()]
+    rows = _rows_to_escape(column)
+    if not rows and not column.null_count:
+        return ['"', column, '"']
+    quoted = _join(['"', column, '"'], len(column))
+    if rows:
+        values = column.take(pa.array(rows, pa.int64())).to_pylist()
+        quoted = _replace(quoted, rows, [orjson.dumps(v) for v in values])
+    return [pc.fill_null(quoted, _text("null")) if column.null_count else quoted]
+
+
+def _constant(column: pyarrow.Array) -> bool:
+    """Whether every row holds the same string (no null); most columns that vary differ
+    between their first and last rows already."""
+    import pyarrow.compute as pc
+
+    if column.null_count or not len(column):
+        return False
+    first = column[0]
+    return bool(first == column[-1] and pc.all(pc.equal(column, first)).as_py())
+
+
+def _json_object(column: pyarrow.Array) -> list[Part]:
+    """Each map as a JSON object, its entries in their order (a dict's, as orjson writes it)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = column.offsets  # into the whole child arrays, also when the column is a slice
+    first = offsets[0].as_py()
+    count = offsets[-1].as_py() - first
+    keys = column.keys.slice(first, count)
+    items = column.items.slice(first, count)
+    entries = _join([*_json_string(keys), ":", *_json_string(items)], count)
+    mask = column.is_null() if column.null_count else None
+    lists = pa.ListArray.from_arrays(pc.subtract(offsets, pa.scalar(first, pa.int32())), entries, mask=mask)
+    inner = pc.binary_join(lists, _text(","))
+    if not column.null_count:
+        return ["{", inner, "}"]
+    return [pc.fill_null(_join(["{", inner, "}"], len(column)), _text("null"))]
+
+
+def _json_body(column: pyarrow.Array) -> list[Part]:
+    """The body's key (``body`` or, where the bytes are not UTF-8, ``body_base64``) and its
+    text: the bytes themselves as a rule, escaped by orjson where they need it, base64 where
+    they are not UTF-8."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.null_count:
+        raise ValueError("a replay row without a body")
+    text = column.view(pa.string())
+    try:
+        column.cast(pa.string())  # validates the whole column at once, as a rule all UTF-8
+        invalid: list[int] = []
+    except pa.ArrowInvalid:
+        invalid = _not_utf8(column, 0, len(column))
+    rows = sorted(set(_rows_to_escape(text)).union(invalid))
+    if not rows:
+        return [',"body":"', text, '"']
+    broken = set(invalid)
+    values = column.take(pa.array(rows, pa.int64())).to_pylist()
+    inner = [
+        binascii.b2a_base64(v, newline=False) if r in broken else orjson.dumps(str(v, "utf-8"))[1:-1]
+        for r, v in zip(rows, values, strict=True)
+    ]
+    key: Part = ',"body":"'
+    if invalid:
+        key = pc.if_else(_mask(len(column), invalid), _text(',"body_base64":"'), _text(key))
+    return [key, _replace(text, rows, inner), '"']
+
+
+def _not_utf8(column: pyarrow.Array, lo: int, hi: int) -> list[int]:
+    """The rows in [lo, hi) whose bytes are not UTF-8: halves validated by Arrow until a range
+    is small, then its rows by Python's decoder (the two agree: both follow RFC 3629)."""
+    import pyarrow as pa
+
+    if hi - lo <= _LEAF_ROWS:
+        bad = []
+        for r, value in enumerate(column.slice(lo, hi - lo).to_pylist(), lo):
+            try:
+                str(value, "utf-8")
+            except UnicodeDecodeError:
+                bad.append(r)
+        return bad
+    try:
+        column.slice(lo, hi - lo).cast(pa.string())
+        return []
+    except pa.ArrowInvalid:
+        mid = (lo + hi) // 2
+        return _not_utf8(column, lo, mid) + _not_utf8(column, mid, hi)
+
+
+def _rows_to_escape(column: pyarrow.Array) -> list[int]:
+    """The rows that may hold a quote, a backslash or a control character: found in the
+    column's bytes at once (memchr for the first two, the smallest byte for the last), then
+    located row by row only when there is one. It may include rows that need no escaping (a
+    non-ASCII row when a control character is there); never misses one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = _offsets(column)
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    if start == end:
+        return []
+    data = column.buffers()[2].slice(start, end - start)
+    raw = data.to_pybytes()
+    rows: set[int] = set()
+    if b'"' in raw or b"\\" in raw:
+        bounds = offsets.to_pylist()
+        for char in (b'"', b"\\"):
+            at = raw.find(char)
+            while at >= 0:
+                row = bisect_right(bounds, start + at) - 1
+                rows.add(row)
+                at = raw.find(char, bounds[row + 1] - start)
+    low = pc.min(pa.Array.from_buffers(pa.uint8(), len(data), [None, data])).as_py()
+    if low < 0x20:
+        printable = pc.fill_null(pc.ascii_is_printable(column), True)
+        rows.update(pc.indices_nonzero(pc.invert(printable)).to_pylist())
+    return sorted(rows)
+
+
+@functools.lru_cache(maxsize=512)
+def _text(value: str) -> pyarrow.Scalar:
+    """A literal as an Arrow scalar, made once: a plain str argument costs a kernel call a
+    conversion (and a failed optional import) every time."""
+    import pyarrow as pa
+
+    return pa.scalar(value, pa.string())
+
+
+def _offsets(column: pyarrow.Array) -> pyarrow.Array:
+    """A string or binary array's value offsets (len + 1 of them), honouring a slice."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.int32(), len(column) + 1, [None, column.buffers()[1]], offset=column.offset)
+
+
+def _mask(length: int, rows: list[int]) -> pyarrow.Array:
+    import pyarrow as pa
+
+    flags = bytearray(length)
+    for row in rows:
+        flags[row] = 1
+    return pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(flags)]).cast(pa.bool_())
+
+
+def _replace(column: pyarrow.Array, rows: list[int], texts: list[bytes]) -> pyarrow.Array:
+    """``column`` with ``texts`` (UTF-8) in place of its values at ``rows`` (ascending)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    replacements = pa.array(texts, pa.binary()).view(pa.string())
+    return pc.replace_with_mask(column, _mask(len(column), rows), replacements)
+
+
+def _data(column: pyarrow.Array) -> bytes:
+    """The bytes of a string array's values, end to end (every line, in order)."""
+    offsets = _offsets(column)
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    return column.buffers()[2].slice(start, end - start).to_pybytes() if end > start else b""
