@@ -14,6 +14,7 @@ from __future__ import annotations
 import binascii
 import functools
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mqadmin.replay.records import _ARROW_TYPES, RECORD_KEYS, arrow_schema
@@ -98,22 +99,28 @@ def _json_number(column: pyarrow.Array) -> Part:
 
 
 def _json_string(column: pyarrow.Array) -> list[Part]:
-    """The strings as JSON: between literal quotes when none needs escaping (as a rule), else
-    quoted with the values that need escaping through orjson, nulls as ``null``."""
+    """The strings as JSON: between literal quotes (nulls as ``null``)."""
     import orjson
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     if _constant(column):  # one value in every line (the topic, the broker): a literal
         return [orjson.dumps(column[0].as_py()).decode()]
+    if not column.null_count:
+        return ['"', _escaped(column), '"']
+    return [pc.fill_null(_join(['"', _escaped(column), '"'], len(column)), _text("null"))]
+
+
+def _escaped(column: pyarrow.Array) -> pyarrow.Array:
+    """The strings' JSON text between the quotes: the strings themselves as a rule, the few that
+    need escaping escaped by orjson."""
+    import orjson
+    import pyarrow as pa
+
     rows = _rows_to_escape(column)
-    if not rows and not column.null_count:
-        return ['"', column, '"']
-    quoted = _join(['"', column, '"'], len(column))
-    if rows:
-        values = column.take(pa.array(rows, pa.int64())).to_pylist()
-        quoted = _replace(quoted, rows, [orjson.dumps(v) for v in values])
-    return [pc.fill_null(quoted, _text("null")) if column.null_count else quoted]
+    if not rows:
+        return column
+    values = column.take(pa.array(rows, pa.int64())).to_pylist()
+    return _replace(column, rows, [orjson.dumps(v)[1:-1] for v in values])
 
 
 def _constant(column: pyarrow.Array) -> bool:
@@ -137,13 +144,18 @@ def _json_object(column: pyarrow.Array) -> list[Part]:
     count = offsets[-1].as_py() - first
     keys = column.keys.slice(first, count)
     items = column.items.slice(first, count)
-    entries = _join([*_json_string(keys), ":", *_json_string(items)], count)
     mask = column.is_null() if column.null_count else None
-    lists = pa.ListArray.from_arrays(pc.subtract(offsets, pa.scalar(first, pa.int32())), entries, mask=mask)
-    inner = pc.binary_join(lists, _text(","))
-    if not column.null_count:
-        return ["{", inner, "}"]
-    return [pc.fill_null(_join(["{", inner, "}"], len(column)), _text("null"))]
+    starts = pc.subtract(offsets, pa.scalar(first, pa.int32()))
+    sizes = pc.list_value_length(pa.ListArray.from_arrays(starts, keys))
+    if not (column.null_count or items.null_count or pc.min(sizes).as_py() == 0):
+        # as a rule: every map has entries, all strings: quotes between the entries' texts
+        entries = pc.binary_join_element_wise(_escaped(keys), _escaped(items), _text('":"'))
+        inner = pc.binary_join(pa.ListArray.from_arrays(starts, entries), _text('","'))
+        return ['{"', inner, '"}']
+    entries = _join([*_json_string(keys), ":", *_json_string(items)], count)
+    inner = pc.binary_join(pa.ListArray.from_arrays(starts, entries, mask=mask), _text(","))
+    objects = _join(["{", inner, "}"], len(column))
+    return [pc.fill_null(objects, _text("null")) if column.null_count else objects]
 
 
 def _json_body(column: pyarrow.Array) -> list[Part]:
@@ -211,21 +223,50 @@ def _rows_to_escape(column: pyarrow.Array) -> list[int]:
     if start == end:
         return []
     data = column.buffers()[2].slice(start, end - start)
-    raw = data.to_pybytes()
     rows: set[int] = set()
-    if b'"' in raw or b"\\" in raw:
-        bounds = offsets.to_pylist()
-        for char in (b'"', b"\\"):
-            at = raw.find(char)
-            while at >= 0:
-                row = bisect_right(bounds, start + at) - 1
-                rows.add(row)
-                at = raw.find(char, bounds[row + 1] - start)
+    find = _finder(data)
+    bounds: list[int] = []
+    for char in b'"\\':
+        at = find(char, 0)
+        while at >= 0:
+            bounds = bounds or offsets.to_pylist()
+            row = bisect_right(bounds, start + at) - 1
+            rows.add(row)
+            at = find(char, bounds[row + 1] - start)
     low = pc.min(pa.Array.from_buffers(pa.uint8(), len(data), [None, data])).as_py()
     if low < 0x20:
         printable = pc.fill_null(pc.ascii_is_printable(column), True)
         rows.update(pc.indices_nonzero(pc.invert(printable)).to_pylist())
     return sorted(rows)
+
+
+def _finder(data: pyarrow.Buffer) -> Callable[[int, int], int]:
+    """``find(byte, start)``: where ``byte`` next is in ``data`` from ``start``, or -1; by the C
+    library's memchr in place where there is one (a body column is megabytes: copying it out
+    cost more than searching it), else in a copy."""
+    memchr = _memchr()
+    if memchr is None:
+        return data.to_pybytes().find
+    base, size = data.address, data.size
+
+    def find(byte: int, start: int) -> int:
+        at = memchr(base + start, byte, size - start) if start < size else None
+        return -1 if at is None else at - base
+
+    return find
+
+
+@functools.cache
+def _memchr() -> Any:
+    import ctypes
+
+    try:
+        memchr = ctypes.CDLL(None).memchr  # the C library the interpreter runs on
+    except (OSError, AttributeError, TypeError):
+        return None
+    memchr.restype = ctypes.c_void_p
+    memchr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    return memchr
 
 
 @functools.lru_cache(maxsize=512)

@@ -125,6 +125,13 @@ def test_sliced_and_chunked_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert jsonl.table_json_chunks(table.slice(0, 0)) == []
 
 
+def test_without_memchr_the_bytes_are_searched_in_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert jsonl._memchr() is not None  # as on every POSIX system
+    monkeypatch.setattr(jsonl, "_memchr", lambda: None)
+    test_generated_records_encode_as_the_row_path(4)
+    check([row(i, msg_id=ODD[i % len(ODD)], body=[b"b", b"\xff", b'"'][i % 3]) for i in range(40)])
+
+
 def test_a_table_of_another_schema_is_refused() -> None:
     table = rows_to_table([row(0)])
     with pytest.raises(ValueError, match="not a replay table"):
