@@ -42,7 +42,7 @@ def body(kind: str, size: int, i: int, rnd: random.Random) -> bytes:
         return b"x" * size
     if kind == "binary":
         return rnd.randbytes(size)
-    doc = {"order": i, "user": f"u{i % 977}", "note": "a \"quoted\" word", "items": []}
+    doc = {"order": i, "user": f"u{i % 977}", "note": 'a "quoted" word', "items": []}
     while len(json.dumps(doc)) < size:
         doc["items"].append({"sku": f"S{len(doc['items'])}", "n": 1})  # type: ignore[attr-defined]
     return json.dumps(doc).encode()[:size]

@@ -17,14 +17,16 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from mqadmin.replay.records import _ARROW_TYPES, RECORD_KEYS, arrow_schema
+from mqadmin.replay.records import RECORD_KEYS, arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow
 
-#: rows joined in one go: large enough that the per-call cost of the kernels is small, small
-#: enough that a piece's columns stay in the cache and its offsets cannot overflow
+#: rows joined in one go (a slice's, as a rule): enough that the kernels' cost per call is small
 _CHUNK_ROWS = 8192
+#: body bytes a piece holds at most, so that its lines (bodies escaped: up to six times their
+#: size) stay within a string array's 2 GiB
+_CHUNK_BYTES = 256 << 20
 #: a body range whose rows are checked one by one once validating it as a whole has failed
 _LEAF_ROWS = 16
 
@@ -34,29 +36,37 @@ def table_json_lines(table: pyarrow.Table) -> bytes:
     return b"".join(table_json_chunks(table))
 
 
-def table_json_chunks(table: pyarrow.Table) -> list[bytes]:
-    """``json_chunks(rows)`` joined the same way for ``table = rows_to_table(rows)``, in pieces
-    of up to ``_CHUNK_ROWS`` lines."""
+def table_json_chunks(table: pyarrow.Table) -> list[pyarrow.Buffer]:
+    """``json_lines(rows)`` for ``table = rows_to_table(rows)`` in pieces of up to
+    ``_CHUNK_ROWS`` lines, as Arrow buffers: bytes-like (a file writes them, ``b"".join``
+    joins them, pickle copies them), so the lines are not copied once more into ``bytes``."""
     schema = arrow_schema()
     if table.schema.names != schema.names or table.schema.types != schema.types:
         raise ValueError(f"not a replay table: {table.schema}")
     out = []
     for batch in table.to_batches():
-        for start in range(0, batch.num_rows, _CHUNK_ROWS):
-            out.append(_lines(batch.slice(start, _CHUNK_ROWS)))
+        bodies = _offsets(batch.column(len(RECORD_KEYS)))
+        start = 0
+        while start < batch.num_rows:
+            end = min(start + _CHUNK_ROWS, batch.num_rows)
+            while end - start > 1 and bodies[end].as_py() - bodies[start].as_py() > _CHUNK_BYTES:
+                end = start + (end - start) // 2
+            out.append(_lines(batch.slice(start, end - start)))
+            start = end
     return out
 
 
-def _lines(batch: pyarrow.RecordBatch) -> bytes:
+def _lines(batch: pyarrow.RecordBatch) -> pyarrow.Buffer:
     """One piece: the fields' JSON columns joined with the keys between them."""
+    import pyarrow as pa
+
     columns = batch.columns
     parts: list[Part] = []
     for i, key in enumerate(RECORD_KEYS):
         parts.append(f'{"," if i else "{"}"{key}":')
-        kind = _ARROW_TYPES[key]
-        if kind == "string":
+        if pa.types.is_string(columns[i].type):
             parts += _json_string(columns[i])
-        elif kind == "map":
+        elif pa.types.is_map(columns[i].type):
             parts += _json_object(columns[i])
         else:
             parts.append(_json_number(columns[i]))
@@ -303,8 +313,8 @@ def _replace(column: pyarrow.Array, rows: list[int], texts: list[bytes]) -> pyar
     return pc.replace_with_mask(column, _mask(len(column), rows), replacements)
 
 
-def _data(column: pyarrow.Array) -> bytes:
-    """The bytes of a string array's values, end to end (every line, in order)."""
+def _data(column: pyarrow.Array) -> pyarrow.Buffer:
+    """A string array's values, end to end (every line, in order)."""
     offsets = _offsets(column)
     start, end = offsets[0].as_py(), offsets[-1].as_py()
-    return column.buffers()[2].slice(start, end - start).to_pybytes() if end > start else b""
+    return column.buffers()[2].slice(start, end - start)

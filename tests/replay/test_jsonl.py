@@ -5,6 +5,7 @@ nulls, bodies that are not UTF-8 among many that are, sliced and multi-chunk tab
 
 from __future__ import annotations
 
+import pickle
 import random
 
 import pytest
@@ -62,7 +63,22 @@ def test_generated_records_encode_as_the_row_path(seed: int) -> None:
         assert jsonl.table_json_lines(rows_to_table(rows)) == json_lines(rows)
 
 
-ODD = ["", 'q"', '"lead', "b\\s", "\\lead", "c\x01", "\x00", "n\nl", "t\tab", "\x7f", "é\x1f", "😀", "\u2028", '},{"topic":']
+ODD = [
+    "",
+    'q"',
+    '"lead',
+    "b\\s",
+    "\\lead",
+    "c\x01",
+    "\x00",
+    "n\nl",
+    "t\tab",
+    "\x7f",
+    "é\x1f",
+    "😀",
+    "\u2028",
+    '},{"topic":',
+]
 
 
 @pytest.mark.parametrize("name", ["topic", "broker", "msg_id", "born_host", "store_host"])
@@ -106,7 +122,9 @@ def test_bodies_that_are_not_utf8_among_many_that_are() -> None:
         rows = [row(i, body=b"plain %d" % i) for i in range(300)]
         rows[171] = row(171, body=bad)
         check(rows)
-    rows = [row(i, body=[b"x", b'"q"\n', b"\xc3\xa9\x00", b""][i % 4] + NOT_UTF8[i % 6] * (i % 3 == 0)) for i in range(90)]
+    rows = [
+        row(i, body=[b"x", b'"q"\n', b"\xc3\xa9\x00", b""][i % 4] + NOT_UTF8[i % 6] * (i % 3 == 0)) for i in range(90)
+    ]
     check(rows)
     check([row(i, body=NOT_UTF8[i % 6]) for i in range(40)])  # none is UTF-8
 
@@ -123,6 +141,11 @@ def test_sliced_and_chunked_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     chunks = jsonl.table_json_chunks(chunked)
     assert len(chunks) == 3 + 5 and b"".join(chunks) == json_lines(rows)
     assert jsonl.table_json_chunks(table.slice(0, 0)) == []
+    assert b"".join(pickle.loads(pickle.dumps(chunks))) == json_lines(rows)  # as a worker sends them
+    monkeypatch.setattr(jsonl, "_CHUNK_ROWS", 8192)
+    monkeypatch.setattr(jsonl, "_CHUNK_BYTES", 1)  # pieces halved until their bodies fit, or one row
+    chunks = jsonl.table_json_chunks(table)
+    assert len(chunks) == len(rows) and b"".join(chunks) == json_lines(rows)
 
 
 def test_without_memchr_the_bytes_are_searched_in_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
