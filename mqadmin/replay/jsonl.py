@@ -256,7 +256,8 @@ def _finder(data: pyarrow.Buffer) -> Callable[[int, int], int]:
     cost more than searching it), else in a copy."""
     memchr = _memchr()
     if memchr is None:
-        return data.to_pybytes().find
+        copy: bytes = data.to_pybytes()
+        return copy.find
     base, size = data.address, data.size
 
     def find(byte: int, start: int) -> int:
