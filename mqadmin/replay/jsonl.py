@@ -28,7 +28,9 @@ _CHUNK_ROWS = 8192
 #: size) stay within a string array's 2 GiB
 _CHUNK_BYTES = 256 << 20
 #: a body range whose rows are checked one by one once validating it as a whole has failed
-_LEAF_ROWS = 16
+_LEAF_ROWS = 128
+#: escaped all at once when more than one row in this many needs it
+_MANY = 4
 
 
 def table_json_lines(table: pyarrow.Table) -> bytes:
@@ -122,11 +124,19 @@ def _json_string(column: pyarrow.Array) -> list[Part]:
 
 def _escaped(column: pyarrow.Array) -> pyarrow.Array:
     """The strings' JSON text between the quotes: the strings themselves as a rule, the few that
-    need escaping escaped by orjson."""
+    need escaping escaped by orjson one by one, or all of them by one orjson call when many do
+    (bodies that are JSON documents: every one holds quotes)."""
     import orjson
     import pyarrow as pa
 
-    rows = _rows_to_escape(column)
+    rows = _rows_to_escape(column, len(column) // _MANY)
+    if rows is None and not column.null_count:
+        # a quote inside a string is always escaped: '","' is only ever between two strings
+        texts = orjson.dumps(column.to_pylist())[2:-2].split(b'","')
+        return pa.array(texts, pa.binary()).view(pa.string())
+    if rows is None:
+        rows = _rows_to_escape(column, len(column))
+        assert rows is not None
     if not rows:
         return column
     values = column.take(pa.array(rows, pa.int64())).to_pylist()
@@ -172,7 +182,6 @@ def _json_body(column: pyarrow.Array) -> list[Part]:
     """The body's key (``body`` or, where the bytes are not UTF-8, ``body_base64``) and its
     text: the bytes themselves as a rule, escaped by orjson where they need it, base64 where
     they are not UTF-8."""
-    import orjson
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -184,19 +193,16 @@ def _json_body(column: pyarrow.Array) -> list[Part]:
         invalid: list[int] = []
     except pa.ArrowInvalid:
         invalid = _not_utf8(column, 0, len(column))
-    rows = sorted(set(_rows_to_escape(text)).union(invalid))
-    if not rows:
-        return [',"body":"', text, '"']
-    broken = set(invalid)
-    values = column.take(pa.array(rows, pa.int64())).to_pylist()
-    inner = [
-        binascii.b2a_base64(v, newline=False) if r in broken else orjson.dumps(str(v, "utf-8"))[1:-1]
-        for r, v in zip(rows, values, strict=True)
-    ]
+    b64 = binascii.b2a_base64
     key: Part = ',"body":"'
-    if invalid:
+    if len(invalid) == len(column):
+        key = ',"body_base64":"'
+        text = pa.array([b64(v, newline=False) for v in column.to_pylist()], pa.binary()).view(pa.string())
+    elif invalid:
         key = pc.if_else(_mask(len(column), invalid), _text(',"body_base64":"'), _text(key))
-    return [key, _replace(text, rows, inner), '"']
+        values = column.take(pa.array(invalid, pa.int64())).to_pylist()
+        text = _replace(text, invalid, [b64(v, newline=False) for v in values])
+    return [key, _escaped(text), '"']  # base64 needs no escaping
 
 
 def _not_utf8(column: pyarrow.Array, lo: int, hi: int) -> list[int]:
@@ -220,11 +226,12 @@ def _not_utf8(column: pyarrow.Array, lo: int, hi: int) -> list[int]:
         return _not_utf8(column, lo, mid) + _not_utf8(column, mid, hi)
 
 
-def _rows_to_escape(column: pyarrow.Array) -> list[int]:
-    """The rows that may hold a quote, a backslash or a control character: found in the
-    column's bytes at once (memchr for the first two, the smallest byte for the last), then
-    located row by row only when there is one. It may include rows that need no escaping (a
-    non-ASCII row when a control character is there); never misses one."""
+def _rows_to_escape(column: pyarrow.Array, limit: int) -> list[int] | None:
+    """The rows that may hold a quote, a backslash or a control character, or None when there
+    are more than ``limit``: found in the column's bytes at once (memchr for the first two, the
+    smallest byte for the last), then located row by row only when there is one. It may
+    include rows that need no escaping (a non-ASCII row when a control character is there);
+    never misses one."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -242,12 +249,14 @@ def _rows_to_escape(column: pyarrow.Array) -> list[int]:
             bounds = bounds or offsets.to_pylist()
             row = bisect_right(bounds, start + at) - 1
             rows.add(row)
+            if len(rows) > limit:
+                return None
             at = find(char, bounds[row + 1] - start)
     low = pc.min(pa.Array.from_buffers(pa.uint8(), len(data), [None, data])).as_py()
     if low < 0x20:
         printable = pc.fill_null(pc.ascii_is_printable(column), True)
         rows.update(pc.indices_nonzero(pc.invert(printable)).to_pylist())
-    return sorted(rows)
+    return sorted(rows) if len(rows) <= limit else None
 
 
 def _finder(data: pyarrow.Buffer) -> Callable[[int, int], int]:

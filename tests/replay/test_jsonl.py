@@ -129,6 +129,16 @@ def test_bodies_that_are_not_utf8_among_many_that_are() -> None:
     check([row(i, body=NOT_UTF8[i % 6]) for i in range(40)])  # none is UTF-8
 
 
+def test_bodies_escaped_one_by_one_or_all_at_once() -> None:
+    """A few bodies that need escaping go through orjson one by one, many (JSON documents) in
+    one call; the same bytes either way."""
+    docs = [b'{"order":%d,"note":"a \\"q\\" \\\\ \xc3\xa9"}' % i for i in range(64)]
+    check([row(i, body=docs[i]) for i in range(64)])  # every one
+    check([row(i, body=docs[i] if i in (0, 33, 63) else b"plain") for i in range(64)])  # three
+    check([row(i, body=b"line\n" if i % 2 else b"\xff\xfe") for i in range(64)])  # half base64
+    check([row(i, body=[b"", b'""', b"\\"][i % 3]) for i in range(30)])  # empty ones between
+
+
 def test_sliced_and_chunked_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     props = [{"TAGS": ODD[i % 12]} if i % 5 else {} for i in range(40)]
     rows = [row(i, properties=props[i], body=[b"b", b"\xff", b'"'][i % 3]) for i in range(40)]
