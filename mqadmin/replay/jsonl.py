@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import binascii
 import functools
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mqadmin.replay.records import RECORD_KEYS, arrow_schema
@@ -30,7 +32,7 @@ _CHUNK_BYTES = 256 << 20
 #: a body range whose rows are checked one by one once validating it as a whole has failed
 _LEAF_ROWS = 128
 #: escaped all at once when more than one row in this many needs it
-_MANY = 4
+_MANY = 16
 
 
 def table_json_lines(table: pyarrow.Table) -> bytes:
@@ -132,8 +134,7 @@ def _escaped(column: pyarrow.Array) -> pyarrow.Array:
     rows = _rows_to_escape(column, len(column) // _MANY)
     if rows is None and not column.null_count:
         # a quote inside a string is always escaped: '","' is only ever between two strings
-        texts = orjson.dumps(column.to_pylist())[2:-2].split(b'","')
-        return pa.array(texts, pa.binary()).view(pa.string())
+        return _strings(orjson.dumps(column.to_pylist())[2:-2].split(b'","'))
     if rows is None:
         rows = _rows_to_escape(column, len(column))
         assert rows is not None
@@ -197,7 +198,7 @@ def _json_body(column: pyarrow.Array) -> list[Part]:
     key: Part = ',"body":"'
     if len(invalid) == len(column):
         key = ',"body_base64":"'
-        text = pa.array([b64(v, newline=False) for v in column.to_pylist()], pa.binary()).view(pa.string())
+        text = _strings([b64(v, newline=False) for v in column.to_pylist()])
     elif invalid:
         key = pc.if_else(_mask(len(column), invalid), _text(',"body_base64":"'), _text(key))
         values = column.take(pa.array(invalid, pa.int64())).to_pylist()
@@ -321,6 +322,16 @@ def _replace(column: pyarrow.Array, rows: list[int], texts: list[bytes]) -> pyar
 
     replacements = pa.array(texts, pa.binary()).view(pa.string())
     return pc.replace_with_mask(column, _mask(len(column), rows), replacements)
+
+
+def _strings(texts: list[bytes]) -> pyarrow.Array:
+    """UTF-8 texts as a string array: joined once, offsets from their lengths (several times
+    faster than converting them one by one)."""
+    import pyarrow as pa
+
+    offsets = array("i", [0])
+    offsets.extend(accumulate(map(len, texts)))
+    return pa.Array.from_buffers(pa.string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(texts))])
 
 
 def _data(column: pyarrow.Array) -> pyarrow.Buffer:
