@@ -16,7 +16,7 @@ import functools
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mqadmin.replay.records import RECORD_KEYS, arrow_schema
@@ -133,8 +133,7 @@ def _escaped(column: pyarrow.Array) -> pyarrow.Array:
 
     rows = _rows_to_escape(column, len(column) // _MANY)
     if rows is None and not column.null_count:
-        # a quote inside a string is always escaped: '","' is only ever between two strings
-        return _strings(orjson.dumps(column.to_pylist())[2:-2].split(b'","'))
+        return _escape_all(column)
     if rows is None:
         rows = _rows_to_escape(column, len(column))
         assert rows is not None
@@ -142,6 +141,28 @@ def _escaped(column: pyarrow.Array) -> pyarrow.Array:
         return column
     values = column.take(pa.array(rows, pa.int64())).to_pylist()
     return _replace(column, rows, [orjson.dumps(v)[1:-1] for v in values])
+
+
+def _escape_all(column: pyarrow.Array) -> pyarrow.Array:
+    """Every string escaped by one orjson call: an indented list, one string a line (a newline
+    inside a string is always escaped, so the lines are the list's), and a last empty one so
+    that each string's line ends alike: ``  "text",``. The texts are read in place, each with
+    what follows it up to the next text's start (``",\\n  "``) cut off."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    count = len(column)
+    listed = orjson.dumps([*column.to_pylist(), ""], option=orjson.OPT_INDENT_2)
+    # the k-th newline is at the lengths of the lines before it and k newlines; a text starts 4 after
+    lengths = array("i", islice(accumulate(map(len, listed.split(b"\n"))), count + 1))
+    newlines = pc.add(
+        pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(lengths)]),
+        pa.array(range(count + 1), pa.int32()),
+    )
+    starts = pc.add(newlines, pa.scalar(4, pa.int32()))
+    texts = pa.Array.from_buffers(pa.binary(), count, [None, starts.buffers()[1], pa.py_buffer(listed)])
+    return pc.binary_slice(texts, 0, -6).view(pa.string())
 
 
 def _constant(column: pyarrow.Array) -> bool:
