@@ -2,12 +2,12 @@
 
 ``table_json_chunks(rows_to_table(rows))`` writes byte for byte what ``json_chunks(rows)``
 writes, without a Python object per record: each field becomes a column of its JSON text
-(numbers cast, strings quoted, properties joined into objects) and one element-wise join of
-those columns with the keys between them gives every line at once. Only the rare values that
-need more than quotes (a quote, a backslash or a control character inside, a body that is not
-UTF-8) are encoded one by one, by orjson or base64 as the row path does, so the escaping is
-always orjson's. Imports pyarrow: only a sink that already holds a table calls it.
-"""
+(numbers cast, strings between quotes, properties joined into objects, a column with one value
+a literal) and one element-wise join of those columns with the keys between them gives every
+line at once. Values that need escaping (a quote, a backslash or a control character inside)
+are escaped by orjson, one by one when they are few, all in one call when they are many (JSON
+documents as bodies); bodies that are not UTF-8 become base64 as in the row path. Imports
+pyarrow: only a sink that already holds a table calls it."""
 
 from __future__ import annotations
 
