@@ -3,12 +3,15 @@
 
     .venv/bin/python benchmarks/bench_jsonl_encode.py                     # 1 KiB text bodies
     .venv/bin/python benchmarks/bench_jsonl_encode.py --bodies json       # bodies full of quotes
+    .venv/bin/python benchmarks/bench_jsonl_encode.py --per-pull 32       # rows encoded a pull at a time
     .venv/bin/python benchmarks/bench_jsonl_encode.py --instructions      # + valgrind counts
 
 The rows are what a replay holds after decoding its pulls (``decode_rows`` of records with the
 properties a producer sets: TAGS, KEYS, UNIQ_KEY, WAIT; one topic and queue a slice), in slices
 of 8192 (the planner's default); the table is built from them before the clock starts (a
-columnar decoder makes it from the pulls directly). Both encoders run in one process,
+columnar decoder makes it from the pulls directly). ``--per-pull N`` has the row encoder
+called on N rows at a time, as a replay's slice workers call it on each pull's rows as they
+come. Both encoders run in one process,
 interleaved round by round, and must write the same bytes. Printed: the median CPU
 microseconds per message of each, the ratio, and the load average; ``--instructions`` adds
 instructions per message counted by valgrind (a run that encodes twice less one that encodes
@@ -85,14 +88,21 @@ def encoders() -> dict[str, Any]:
     return {"rows": json_chunks, "columns": table_json_chunks}
 
 
-def child(encoder: str, bodies: str, size: int, messages: int, repeats: int) -> None:
-    """One encoder over the slices ``repeats`` times, for valgrind."""
+def inputs_of(data: list[Any], encoder: str, per_pull: int) -> list[Any]:
+    """What an encoder gets: the rows a pull (or a slice) at a time, or a slice's table."""
     from mqadmin.replay.records import rows_to_table
 
-    data = slices(messages, bodies, size)
-    inputs = data if encoder == "rows" else [rows_to_table(rows) for rows in data]
+    if encoder == "columns":
+        return [rows_to_table(rows) for rows in data]
+    pull = per_pull or SLICE
+    return [rows[i : i + pull] for rows in data for i in range(0, len(rows), pull)]
+
+
+def child(encoder: str, args: argparse.Namespace) -> None:
+    """One encoder over the slices ``--repeats`` times, for valgrind."""
+    inputs = inputs_of(slices(args.messages, args.bodies, args.body_size), encoder, args.per_pull)
     encode = encoders()[encoder]
-    for _ in range(repeats):
+    for _ in range(args.repeats):
         for item in inputs:
             encode(item)
 
@@ -103,6 +113,7 @@ def instructions(encoder: str, args: argparse.Namespace) -> float:
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
         cmd += [sys.executable, __file__, "--child", encoder, "--repeats", str(repeats)]
         cmd += ["--bodies", args.bodies, "--body-size", str(args.body_size), "--messages", str(args.messages)]
+        cmd += ["--per-pull", str(args.per_pull)]
         run = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
         found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
         if found is None:
@@ -117,20 +128,20 @@ def main() -> None:
     ap.add_argument("--body-size", type=int, default=1024)
     ap.add_argument("--bodies", choices=["text", "json", "binary"], default="text")
     ap.add_argument("--rounds", type=int, default=9, help="interleaved rounds; medians are printed")
+    ap.add_argument("--per-pull", type=int, default=0, help="rows a row-encoder call gets (default: a slice's)")
     ap.add_argument("--instructions", action="store_true", help="also count instructions per message (valgrind)")
     ap.add_argument("--child", choices=["rows", "columns"], help=argparse.SUPPRESS)
     ap.add_argument("--repeats", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.bodies, args.body_size, args.messages, args.repeats)
+        child(args.child, args)
         return
     import orjson  # noqa: F401  (imported before the clock starts, as in a running replay)
 
-    from mqadmin.replay.records import rows_to_table
-
     data = slices(args.messages, args.bodies, args.body_size)
-    inputs = {"rows": data, "columns": [rows_to_table(rows) for rows in data]}
     funcs = encoders()
+    inputs = {name: inputs_of(data, name, args.per_pull) for name in funcs}
+    pull = args.per_pull or SLICE
     load = os.getloadavg()[0]
     cpu: dict[str, list[float]] = {name: [] for name in funcs}
     outputs: dict[str, bytes] = {}
@@ -146,7 +157,8 @@ def main() -> None:
         outputs.clear()
     gc.enable()
     rows, columns = (statistics.median(v) / args.messages * 1e6 for v in cpu.values())
-    print(f"{args.messages:,} messages of {args.body_size} B ({args.bodies}), slices of {SLICE}, {args.rounds} rounds")
+    print(f"{args.messages:,} messages of {args.body_size} B ({args.bodies}), slices of {SLICE}", end="")
+    print(f", rows encoded {pull} at a time, {args.rounds} rounds")
     print(f"JSON lines CPU per message: by row {rows:.2f} us, by column {columns:.2f} us, ratio {rows / columns:.2f}x")
     if args.instructions:
         counts = [instructions(name, args) for name in funcs]
