@@ -140,15 +140,22 @@ def child(tree: str, path: str, fmt: str, messages: int) -> None:
         def encode(slc: Slice, rows: Any) -> list[bytes]:
             return json_chunks(rows)
 
+        # a tree whose JSON-lines file sink takes a decoded table: that encoder, as a replay uses it
+        from mqadmin.replay import sinks
+
+        if getattr(sinks, "columns_available", lambda: False)():
+            options["encode_table"] = sinks.encode_json_table
+
     import orjson  # noqa: F401  (imported before the clock starts, as in a running replay)
 
     if fmt == "parquet":
         rows_to_table([])
-        if "encode_table" in options:  # what the column-wise decoder loads, as a running replay has
-            import numpy  # noqa: F401
-            import pyarrow.compute  # noqa: F401
+    if "encode_table" in options:  # what the column-wise decoder loads, as a running replay has
+        import numpy  # noqa: F401
+        import pyarrow.compute  # noqa: F401
 
-            import mqadmin.replay.columns  # noqa: F401
+        import mqadmin.replay.columns
+        import mqadmin.replay.jsonl  # noqa: F401
     gc.disable()  # as a replay runs (see pause_gc)
     conn, flt, written = _Connection(data), MessageFilter(T0, T0 + messages + 1), 0
     digest, cpu = hashlib.sha256(), 0.0

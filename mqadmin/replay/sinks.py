@@ -219,6 +219,22 @@ def encode_json(slc: Slice, rows: Sequence[Row]) -> list[bytes]:
     return json_chunks(rows)
 
 
+def encode_json_table(slc: Slice, table: pyarrow.Table) -> list[Any]:
+    """The JSON-lines file sink's table encoder: the same bytes as ``encode_json`` of its rows
+    (see ``table_json_chunks``), as Arrow buffers."""
+    from mqadmin.replay.jsonl import table_json_chunks
+
+    return table_json_chunks(table)
+
+
+def columns_available() -> bool:
+    """Whether a slice can be decoded column-wise: ``replay.columns`` needs numpy and pyarrow
+    (the ``spark`` extra). Without them the sinks take rows, as they always could."""
+    import importlib.util
+
+    return importlib.util.find_spec("numpy") is not None and importlib.util.find_spec("pyarrow") is not None
+
+
 def as_row_sink(sink: Sink) -> RowSink | None:
     """The sink as a RowSink, or None when it needs ``Message`` objects (re-publishing sinks)."""
     return cast(RowSink, sink) if hasattr(sink, "write_rows") else None
@@ -260,8 +276,8 @@ class JsonlSink:
     def batch_encoder(self) -> Callable[[Slice, Sequence[Row]], list[bytes]]:
         return encode_json
 
-    def table_encoder(self) -> None:
-        return None
+    def table_encoder(self) -> Callable[[Slice, pyarrow.Table], list[Any]] | None:
+        return encode_json_table if columns_available() else None
 
     def write_encoded(self, slc: Slice, encoded: list[bytes], count: int) -> int:
         self._f.writelines(encoded)
@@ -331,9 +347,7 @@ class ParquetSink:
         return None
 
     def table_encoder(self) -> Callable[[Slice, pyarrow.Table], str | None] | None:
-        import importlib.util
-
-        if importlib.util.find_spec("numpy") is None:  # pyarrow alone: rows (the column-wise decoder needs numpy)
+        if not columns_available():  # pyarrow alone: rows (the column-wise decoder needs numpy)
             return None
         return functools.partial(write_part, str(self.parts))
 

@@ -103,10 +103,12 @@ def test_a_slice_failing_in_a_worker_process_fails_as_it_would_in_threads(
 def test_threads_encode_each_pull_as_it_comes_and_write_what_the_rows_encode(
     address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """JSON lines in threads: slice workers encode each pull's rows as they arrive (here pulls of
-    64 messages, several per slice); the file is byte for byte the plan's rows encoded at once."""
+    """JSON lines in threads, on the row path (no numpy, or a sink without a table encoder): slice
+    workers encode each pull's rows as they arrive (here pulls of 64 messages, several per slice);
+    the file is byte for byte the plan's rows encoded at once."""
     import functools
 
+    from mqadmin.replay import sinks
     from mqadmin.replay.records import json_lines
     from mqadmin.replay.worker import SliceScan, run_slice_rows
 
@@ -119,6 +121,7 @@ def test_threads_encode_each_pull_as_it_comes_and_write_what_the_rows_encode(
                 yield batch
 
     monkeypatch.setattr(pool, "SliceScan", functools.partial(SmallPulls, batch=64))
+    monkeypatch.setattr(sinks.JsonlSink, "table_encoder", lambda self: None)
     out = tmp_path / "t.jsonl"
     assert not replay(address, out, "jsonl", processes=False, monkeypatch=monkeypatch)
     assert len(pulls) > 6 * 3 and max(pulls) <= 64  # every slice of 500 took several pulls
@@ -278,11 +281,13 @@ def test_processes_over_tcp_write_the_same_bytes_as_threads(
         assert threads.count(b"\n") == 2800
 
 
-def test_parquet_slices_decoded_column_wise_write_what_rows_write(
-    tcp: str, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("kind", "sink"), [("parquet", "ParquetSink"), ("jsonl", "JsonlSink")])
+def test_slices_decoded_column_wise_write_what_rows_write(
+    kind: str, sink: str, tcp: str, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Over the network a Parquet replay decodes each slice's pulls column-wise into one table;
-    the file is byte for byte what decoding them row by row writes."""
+    """Over the network a Parquet or JSON-lines file replay decodes each slice's pulls column-wise
+    into one table (and JSON lines are encoded from it column-wise); the file is byte for byte
+    what decoding and encoding them row by row writes."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("numpy")
     from mqadmin.replay import columns, sinks
@@ -297,12 +302,12 @@ def test_parquet_slices_decoded_column_wise_write_what_rows_write(
 
     monkeypatch.setattr(columns, "_columns", spy)
     run = ("rangeReplay", "-n", tcp, *WINDOW, "--workers", "1", "--to")
-    assert cli(*run, f"parquet:{tmp_path / 'columns.parquet'}").code == 0
+    assert cli(*run, f"{kind}:{tmp_path / 'columns'}.{kind}").code == 0
     assert len(taken) == 8 and all(taken)  # one decoding a slice (8 queues), each column-wise
-    monkeypatch.setattr(sinks.ParquetSink, "table_encoder", lambda self: None)
-    assert cli(*run, f"parquet:{tmp_path / 'rows.parquet'}").code == 0
+    monkeypatch.setattr(getattr(sinks, sink), "table_encoder", lambda self: None)
+    assert cli(*run, f"{kind}:{tmp_path / 'rows'}.{kind}").code == 0
     assert len(taken) == 8
-    assert (tmp_path / "columns.parquet").read_bytes() == (tmp_path / "rows.parquet").read_bytes()
+    assert (tmp_path / f"columns.{kind}").read_bytes() == (tmp_path / f"rows.{kind}").read_bytes()
 
 
 def test_a_killed_worker_process_fails_the_replay_and_it_resumes(

@@ -241,20 +241,20 @@ def test_parquet_resume_drops_unrecorded_parts(tmp_path: Path) -> None:
     assert not (tmp_path / "x.parquet.parts").exists()
 
 
-def test_parquet_parts_take_a_decoded_table_only_where_numpy_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The column-wise decoder needs numpy: with pyarrow alone, slice workers hand rows over."""
+def test_file_sinks_take_a_decoded_table_only_where_numpy_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The column-wise decoder needs numpy: with pyarrow alone, slice workers hand rows over (to
+    the JSON-lines sink too, which then encodes them row by row)."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("numpy")
     import importlib.util
 
-    sink = ParquetSink(tmp_path / "o.parquet")
-    assert sink.table_encoder() is not None
+    sinks = [ParquetSink(tmp_path / "o.parquet"), JsonlSink(tmp_path / "o.jsonl")]
+    assert all(sink.table_encoder() is not None for sink in sinks)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numpy" else real(name, *a))
-    assert sink.table_encoder() is None
-    sink.abort(keep=False)
+    assert all(sink.table_encoder() is None for sink in sinks)
+    for sink in sinks:
+        sink.abort(keep=False)
 
 
 def test_stdout_sink_writes_json_lines() -> None:
