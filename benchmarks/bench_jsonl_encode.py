@@ -37,7 +37,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 SLICE = 8192
-T0 = 1_700_000_000_000
 
 
 def body(kind: str, size: int, i: int, rnd: random.Random) -> bytes:
@@ -53,30 +52,14 @@ def body(kind: str, size: int, i: int, rnd: random.Random) -> bytes:
 
 def slices(messages: int, bodies: str, size: int) -> list[Any]:
     """The rows of each slice, decoded from the records as a pull carries them."""
-    from mqadmin.message import encode_message
-    from mqadmin.model import Message
+    from bench_replay_hotpath import record  # the same records as the hot-path bench
+
     from mqadmin.replay.records import decode_rows
 
     rnd = random.Random(1)
     out = []
     for start in range(0, messages, SLICE):
-        records = []
-        for i in range(start, min(start + SLICE, messages)):
-            props = {"TAGS": ("TagA", "TagB")[i % 2], "KEYS": f"order-{i}", "UNIQ_KEY": f"7F00000100{i:022X}"}
-            props["WAIT"] = "true"
-            msg = Message(
-                "Bench",
-                body(bodies, size, i, rnd),
-                props,
-                queue_id=0,
-                queue_offset=i,
-                commitlog_offset=i * 1300,
-                born_timestamp=T0 + i,
-                store_timestamp=T0 + 1 + i,
-                born_host="10.0.0.7:52100",
-                store_host="10.0.0.9:10911",
-            )
-            records.append(encode_message(msg))
+        records = [record(i, body(bodies, size, i, rnd)) for i in range(start, min(start + SLICE, messages))]
         out.append(decode_rows([b"".join(records)], "broker-a"))
     return out
 

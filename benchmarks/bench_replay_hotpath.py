@@ -47,31 +47,34 @@ BROKER = "broker-a"
 T0 = 1_700_000_000_000
 
 
-def stream(messages: int, per_pull: int, body_size: int) -> bytes:
-    """Pull replies of ``per_pull`` records each, as a broker sends them one after another."""
+def record(i: int, body: bytes) -> bytes:
+    """Message ``i`` as the commit log stores it, with the properties a producer sets."""
     from mqadmin.message import encode_message
     from mqadmin.model import Message
+
+    props = {"TAGS": ("TagA", "TagB")[i % 2], "KEYS": f"order-{i}", "UNIQ_KEY": f"7F00000100{i:022X}", "WAIT": "true"}
+    msg = Message(
+        "Bench",
+        body,
+        props,
+        queue_id=0,
+        queue_offset=i,
+        commitlog_offset=i * 1300,
+        born_timestamp=T0 + i,
+        store_timestamp=T0 + 1 + i,
+        born_host="10.0.0.7:52100",
+        store_host="10.0.0.9:10911",
+    )
+    return encode_message(msg)
+
+
+def stream(messages: int, per_pull: int, body_size: int) -> bytes:
+    """Pull replies of ``per_pull`` records each, as a broker sends them one after another."""
     from mqadmin.protocol.codec import FLAG_RESPONSE, RemotingCommand, encode
 
     frames = []
     for start in range(0, messages, per_pull):
-        records = []
-        for i in range(start, min(start + per_pull, messages)):
-            props = {"TAGS": ("TagA", "TagB")[i % 2], "KEYS": f"order-{i}", "UNIQ_KEY": f"7F00000100{i:022X}"}
-            props["WAIT"] = "true"
-            msg = Message(
-                "Bench",
-                b"x" * body_size,
-                props,
-                queue_id=0,
-                queue_offset=i,
-                commitlog_offset=i * 1300,
-                born_timestamp=T0 + i,
-                store_timestamp=T0 + 1 + i,
-                born_host="10.0.0.7:52100",
-                store_host="10.0.0.9:10911",
-            )
-            records.append(encode_message(msg))
+        records = [record(i, b"x" * body_size) for i in range(start, min(start + per_pull, messages))]
         reply = RemotingCommand(code=0, flag=FLAG_RESPONSE, opaque=start, body=b"".join(records), remark="FOUND")
         end = min(start + per_pull, messages)
         reply.ext_fields.update({"nextBeginOffset": str(end), "minOffset": "0", "maxOffset": str(messages)})
