@@ -315,24 +315,49 @@ class SliceScan:
                 yield kept
             self._advance(offset, answer, matched, body_bytes)
 
+    @property
+    def columnar(self) -> bool:
+        """Whether ``tables()`` decodes column-wise: the window alone selects, and the admin
+        answers pulls with raw records."""
+        return self.filter.windows_only and getattr(self.admin, "pull_raw", None) is not None
+
     def table(self) -> pyarrow.Table:
-        """The kept messages as one Arrow table: ``rows_to_table`` of everything ``rows()`` gives.
-        When the window alone selects, the slice's records are read, then decoded column-wise all
-        together (``replay.columns``), without a Python object per message; its progress is then
-        reported once the slice is decoded rather than pull by pull."""
-        s, flt = self.slice, self.filter
-        if not flt.windows_only or getattr(self.admin, "pull_raw", None) is None:
+        """The kept messages as one Arrow table: ``rows_to_table`` of everything ``rows()`` gives
+        (see ``tables``)."""
+        if not self.columnar:
             return rows_to_table([r for batch in self.rows() for r in batch])
+        return next(self.tables(None))
+
+    def tables(self, max_bytes: int | None) -> Iterator[pyarrow.Table]:
+        """The kept messages as Arrow tables of consecutive pulls, each decoded column-wise from
+        at most about ``max_bytes`` of pulled records (all of the slice's in one when None):
+        without a Python object per message, and without holding a slice of big messages whole
+        when the sink can take it in pieces (JSON lines). Progress is reported as each table is
+        decoded rather than pull by pull. Only when ``columnar``."""
+        assert self.columnar
         from mqadmin.replay.columns import decode_pulls
 
+        s, flt = self.slice, self.filter
         answers: list[tuple[int, RawPull]] = []
+        size = 0
+
+        def decoded() -> pyarrow.Table:
+            pulls = [(a.records, (offset, s.end, flt.begin, flt.end)) for offset, a in answers]
+            got = decode_pulls(pulls, s.broker)
+            for (offset, answer), matched, body_bytes in zip(answers, got.counts, got.body_bytes, strict=True):
+                self._advance(offset, answer, matched, body_bytes)
+            answers.clear()
+            return got.table
+
         for offset, answer in self._answers():
             assert isinstance(answer, RawPull)  # bulk pulls answer raw records
             answers.append((offset, answer))
-        decoded = decode_pulls([(a.records, (offset, s.end, flt.begin, flt.end)) for offset, a in answers], s.broker)
-        for (offset, answer), matched, body_bytes in zip(answers, decoded.counts, decoded.body_bytes, strict=True):
-            self._advance(offset, answer, matched, body_bytes)
-        return decoded.table
+            size += sum(map(len, answer.records))
+            if max_bytes is not None and size >= max_bytes:
+                yield decoded()
+                size = 0
+        if answers or max_bytes is None:
+            yield decoded()
 
     def _advance(self, offset: int, answer: PullResult | RawPull, matched: int, body_bytes: int) -> None:
         """Count one answer after its messages went out (a retention gap counts as missing)."""
