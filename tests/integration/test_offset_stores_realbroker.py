@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ from typing import Any
 import pytest
 
 from mqadmin.cli import main
-from mqadmin.model import Message
 from mqadmin.output import Env
 from mqadmin.remoting.backend import RemotingAdmin
 from tests.support import realbroker as rb
+from tests.support.shared_clusters import send_numbered
 
 pytestmark = [pytest.mark.realbroker, pytest.mark.integration]
 
@@ -46,22 +45,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rb.RealCluster
         brokers = dict(c.brokers)
         for broker in VARIANTS:
             rb.create_topic(brokers[broker], topic_of(broker), QUEUES)
-        admin = RemotingAdmin(c.namesrv_addr, timeout=10)
-        try:
-            for broker in VARIANTS:
-                topic = topic_of(broker)
-                deadline = time.monotonic() + 30
-                while True:
-                    try:
-                        admin.topic_route(topic)
-                        break
-                    except Exception:
-                        assert time.monotonic() < deadline, f"no route for {topic}"
-                        time.sleep(0.5)
-                for i in range(COUNT):
-                    admin.send(topic, Message(topic, f"m{i}".encode()))
-        finally:
-            admin.close()
+        for broker in VARIANTS:
+            send_numbered(c.namesrv_addr, topic_of(broker), COUNT)
         yield c
 
 
