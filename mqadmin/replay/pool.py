@@ -148,7 +148,7 @@ class SlicePool:
         self._encode: Callable[[Slice, Sequence[Row]], Any] | None = self._stream or (
             encoding.encoder() if encoding is not None else None
         )
-        #: ... or the slice's rows as one table, decoded column-wise (a Parquet part)
+        #: ... or the slice's rows as Arrow tables decoded column-wise (see encode_slice_rows)
         self._encode_table = encoding.table_encoder() if encoding is not None else None
         self.executor: Executor
         if self.processes:

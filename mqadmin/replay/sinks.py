@@ -209,8 +209,9 @@ class RowSink(Sink, Protocol):
         ...
 
     def table_encoder(self) -> Callable[[Slice, pyarrow.Table], Any] | None:
-        """An ``encoder()`` that takes a slice's rows as one Arrow table (``SliceScan.table``,
-        decoded column-wise), or None: slice workers then hand it rows."""
+        """An ``encoder()`` that takes a slice's rows as an Arrow table decoded column-wise
+        (``SliceScan.tables``): one table a slice, or consecutive pieces of it when the sink has a
+        ``batch_encoder`` (their outputs concatenate), or None: slice workers then hand it rows."""
         ...
 
 
