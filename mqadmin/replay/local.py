@@ -317,6 +317,9 @@ def run_local(
         _publish(sink, checkpoint)
     except BaseException:
         window.cancel()
+        # the workers first: a slice worker still writing a Parquet part would put it back in
+        # the folder the abort removes
+        pool.shutdown()
         sink.abort(keep=checkpoint is not None)
         raise
     finally:

@@ -4,8 +4,10 @@ threads write; a worker process that fails or dies fails the replay."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import store_address
@@ -342,6 +344,46 @@ def test_json_lines_decode_a_slice_in_pieces_of_bounded_bytes(
     rows = cli(*run, f"jsonl:{tmp_path / 'rows.jsonl'}")
     assert (tmp_path / "pieces.jsonl").read_bytes() == (tmp_path / "rows.jsonl").read_bytes()
     assert json.loads(pieces.stdout)["written"] == json.loads(rows.stdout)["written"] == 2800
+
+
+def test_a_failed_parquet_replay_leaves_no_part_a_slice_worker_was_still_writing(
+    tcp: str, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One slice fails while another worker is writing its part: the replay fails (exit 1) and
+    leaves nothing, because the abort that removes the parts waits for the workers (a part
+    written during the removal stayed behind, found by Ctrl-C in a terminal)."""
+    pytest.importorskip("pyarrow")
+    from mqadmin.replay import sinks
+
+    writing, busy_at_abort = threading.Event(), []
+    real_write, real_abort = sinks.write_part, sinks.ParquetSink.abort
+
+    def write_part(parts: str, slc: Any, rows: Any) -> str | None:
+        if slc.index == 0:  # fails once slice 1 is being written
+            writing.wait(5)
+            raise OSError("No space left on device")
+        if slc.index == 1:
+            writing.set()
+            time.sleep(0.5)
+            try:
+                return real_write(parts, slc, rows)
+            finally:
+                writing.clear()
+        return real_write(parts, slc, rows)
+
+    def abort(self: Any, *, keep: bool) -> None:
+        busy_at_abort.append(writing.is_set())
+        real_abort(self, keep=keep)
+
+    monkeypatch.setattr(sinks, "write_part", write_part)
+    monkeypatch.setattr(sinks.ParquetSink, "abort", abort)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    res = cli("rangeReplay", "-n", tcp, *WINDOW, "--to", f"parquet:{folder / 'o.parquet'}")  # threads: a small replay
+    assert res.code == 1 and "No space left on device" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    assert busy_at_abort == [False]
+    assert list(folder.iterdir()) == []
 
 
 def test_a_killed_worker_process_fails_the_replay_and_it_resumes(
