@@ -206,6 +206,7 @@ class Progress:
 
     def __init__(self, stream: TextIO | None, total: int, done: int = 0, label: str = "replay"):
         self._bar: Any = None
+        self._bytes_rate = False
         self._task: Any = None
         self._lock = threading.Lock()
         self._bytes = 0
@@ -218,13 +219,17 @@ class Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
         from rich.progress import Progress as RichProgress
 
+        console = Console(file=stream)
+        #: bytes a second too where there is room: at 80 columns rich would cut the totals short
+        #: ("166384/3000…" of 300,000) to fit it
+        self._bytes_rate = console.width >= 100
         self._bar = RichProgress(
             TextColumn(label),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("msgs {task.fields[size]} {task.fields[rate]}"),
             TimeRemainingColumn(),
-            console=Console(file=stream),
+            console=console,
         )
         self._task = self._bar.add_task(label, total=total, completed=done, size="0 B", rate="")
 
@@ -245,7 +250,8 @@ class Progress:
             self._bytes += body_bytes
             rate = (self._count - self._start_count) / max(time.monotonic() - self._t0, 1e-6)
             size, mb = _human(self._bytes), _human(int(self._bytes / max(time.monotonic() - self._t0, 1e-6)))
-        self._bar.update(self._task, advance=offsets, size=size, rate=f"{rate:,.0f} msg/s {mb}/s")
+        text = f"{rate:,.0f} msg/s {mb}/s" if self._bytes_rate else f"{rate:,.0f} msg/s"
+        self._bar.update(self._task, advance=offsets, size=size, rate=text)
 
 
 def _human(n: int) -> str:

@@ -264,3 +264,19 @@ def test_stdout_sink_writes_json_lines() -> None:
     sink.finish()
     lines = out.getvalue().splitlines()
     assert [json.loads(x).get("body") for x in lines] == ["a", None]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_progress_bar_shows_whole_totals_at_80_columns(columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns the bar leaves out bytes a second rather than let rich cut the message
+    totals short ("166384/3000…" read as 3,000); wider, it shows them."""
+    from mqadmin.replay.local import Progress
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = io.StringIO()
+    bar = Progress(out, 300_000)
+    with bar:
+        bar.advance(166_384, 166_384 * 1024)
+    line = out.getvalue().rstrip("\n").splitlines()[-1]
+    assert "166384/300000 msgs 162.5 MiB" in line and len(line) <= columns, line
+    assert ("iB/s" in line) is (columns >= 100)  # MiB/s or GiB/s: the test runs in microseconds
