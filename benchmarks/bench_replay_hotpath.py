@@ -191,10 +191,20 @@ def _canonical(part: str) -> bytes:
 
 
 def baseline_tree(rev: str) -> Path:
-    """The ``mqadmin`` package of git revision ``rev``, extracted into a temporary folder."""
+    """The ``mqadmin`` package of git revision ``rev``, extracted into a temporary folder laid out
+    as installed: the subpackages its pyproject.toml maps from other folders (``mqadmin.commands``
+    from ``commands/``) moved into place, so its CLI runs from there too."""
+    import tomllib
+
     folder = Path(tempfile.mkdtemp(prefix="mqadmin-baseline-"))
-    archive = subprocess.run(["git", "archive", rev, "mqadmin"], cwd=REPO, capture_output=True, check=True).stdout
+    pyproject = subprocess.run(["git", "show", f"{rev}:pyproject.toml"], cwd=REPO, capture_output=True, check=True)
+    mapped = tomllib.loads(pyproject.stdout.decode())["tool"]["setuptools"].get("package-dir", {})
+    archive = subprocess.run(
+        ["git", "archive", rev, "mqadmin", *mapped.values()], cwd=REPO, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    for package, source in mapped.items():
+        os.replace(folder / source, folder.joinpath(*package.split(".")))
     return folder
 
 

@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_replay_vs_java.py --pull-cap 256       # a broker that serves 256 a pull
     .venv/bin/python benchmarks/bench_replay_vs_java.py --messages 1000000 --repeat 5
     .venv/bin/python benchmarks/bench_replay_vs_java.py --version 5.3.3
+    .venv/bin/python benchmarks/bench_replay_vs_java.py --baseline REV --formats jsonl,parquet
 
 The Java side is ``benchmarks/java-replayer`` (a ``DefaultMQPullConsumer``: for each queue
 ``searchOffset(begin)`` and ``searchOffset(end)``, then pull the queue from one to the other),
@@ -24,6 +25,14 @@ messages a pull (32 by default) and ``maxTransferBytesOnMessageInMemory`` bytes 
 ``...InDisk`` pair for messages no longer in the page cache); ``--pull-cap N`` raises all four
 (bytes to N x 4 KiB), so a 256-message pull really returns 256. The machine's load average is
 printed beside the figures: on a shared machine the ratios, not the rates, are what carry over.
+
+``--formats jsonl,parquet`` adds mqadmin runs to Parquet (``--to parquet:PATH``, one file; its
+rows are checked against the same set). ``--baseline REV`` adds, per format, a run of git
+revision REV's CLI (extracted with ``git archive``, run by the same interpreter with its default
+options), named ``mqadmin@REV``; then printed per format: client CPU per message of the baseline
+and of now (default workers), now over baseline as the median of the per-round ratios and as
+the ratio of the medians, the broker's CPU per message of both, and the load average before and
+after the rounds. The Java replayer always writes JSON lines.
 """
 
 from __future__ import annotations
@@ -48,7 +57,9 @@ sys.path.insert(0, str(REPO))
 
 from bench_mock_ingest import QUEUES, TOPIC, cpu_seconds, java_children  # noqa: E402
 from bench_mock_ingest import produce as produce_batches  # noqa: E402
+from bench_replay_hotpath import baseline_tree  # noqa: E402
 
+from mqadmin.replay.records import record_body  # noqa: E402
 from tests.support import realbroker as rb  # noqa: E402
 
 JAVA_PROJECT = Path(__file__).resolve().parent / "java-replayer"
@@ -115,12 +126,14 @@ def fill(addr: str, pids: list[int], messages: int, size: int) -> tuple[int, int
     return count, begin, int(time.time() * 1000) + 1, rate
 
 
-def timed(cmd: list[str], env: dict[str, str] | None, broker_pids: list[int]) -> tuple[float, float, float, str]:
+def timed(
+    cmd: list[str], env: dict[str, str] | None, broker_pids: list[int], cwd: Path | None = None
+) -> tuple[float, float, float, str]:
     """Run ``cmd`` to its end: (wall s, its CPU s, the broker's CPU s, stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     broker_cpu = cpu_seconds(broker_pids)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     broker_cpu = cpu_seconds(broker_pids) - broker_cpu
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -132,14 +145,48 @@ def timed(cmd: list[str], env: dict[str, str] | None, broker_pids: list[int]) ->
 
 
 def message_set(path: Path) -> frozenset[tuple[object, ...]]:
-    """What identifies each written message, to compare runs (bodies by hash, to save memory)."""
+    """What identifies each written message (JSON lines or Parquet), to compare runs (bodies as
+    bytes, by hash, to save memory)."""
     out = set()
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        keys = ["broker", "queue_id", "queue_offset", "store_timestamp", "body"]
+        for batch in pq.ParquetFile(path).iter_batches(columns=keys):
+            for broker_name, qid, offset, stored, body in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                out.add((broker_name, qid, offset, stored, hash(body)))
+        return frozenset(out)
     with path.open("rb") as fh:
         for line in fh:
             rec = json.loads(line)
-            body = rec.get("body", rec.get("body_base64"))
+            body = record_body(rec)
             out.add((rec["broker"], rec["queue_id"], rec["queue_offset"], rec["store_timestamp"], hash(body)))
     return frozenset(out)
+
+
+def extract_baseline(rev: str) -> tuple[str, Path]:
+    """Revision ``rev``'s package in a temporary folder (its short name, the folder), checked to
+    be the ``mqadmin`` a child started there with it on ``PYTHONPATH`` imports."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True, text=True
+    )
+    if found.returncode != 0:
+        raise SystemExit(f"--baseline {rev}: not a git revision of {REPO}")
+    tree = baseline_tree(found.stdout.strip())
+    code = "import importlib.util as u; print(*(u.find_spec(m).origin for m in ('mqadmin', 'mqadmin.commands')))"
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=baseline_env(tree), cwd=tree
+    )
+    origins = probe.stdout.split()
+    if len(origins) != 2 or not all(Path(o).resolve().is_relative_to(tree.resolve()) for o in origins):
+        shutil.rmtree(tree, ignore_errors=True)
+        where = " and ".join(origins) or probe.stderr.strip()[-300:]
+        raise SystemExit(f"--baseline {rev}: a child imports mqadmin from {where}, not from {tree}")
+    return found.stdout.strip(), tree
+
+
+def baseline_env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
 
 
 def median(values: list[float]) -> float:
@@ -155,7 +202,26 @@ def main() -> None:
     ap.add_argument("--pull-cap", type=int, default=None, help="broker's max messages a pull (default: its own, 32)")
     ap.add_argument("--pull-sizes", default="32,256", help="the Java replayer's pull sizes")
     ap.add_argument("--workers", default="default,1", help="mqadmin --workers values ('default': none given)")
+    ap.add_argument("--formats", default="jsonl", help="mqadmin's outputs: jsonl, parquet or both (jsonl,parquet)")
+    ap.add_argument("--baseline", default=None, metavar="REV", help="also run git revision REV's CLI, per format")
     args = ap.parse_args()
+    formats = [f.strip() for f in args.formats.split(",")]
+    if not formats or set(formats) - {"jsonl", "parquet"}:
+        raise SystemExit(f"--formats {args.formats}: give jsonl, parquet or both")
+    baseline = extract_baseline(args.baseline) if args.baseline else None
+    try:
+        run_all(args, formats, baseline)
+    finally:
+        if baseline:
+            shutil.rmtree(baseline[1], ignore_errors=True)
+
+
+def mqadmin_name(fmt: str, workers: str = "default", rev: str | None = None) -> str:
+    name = "mqadmin" + (f"@{rev}" if rev else "") + ("" if fmt == "jsonl" else f" {fmt}")
+    return name + ("" if workers == "default" else f" --workers {workers}")
+
+
+def run_all(args: argparse.Namespace, formats: list[str], baseline: tuple[str, Path] | None) -> None:
     os.environ.setdefault("MQADMIN_RMQ_CACHE", str(rb.cache_root()))
     lib = rb.ensure_dist(args.version)
     print(f"building the Java replayer against {args.version}'s rocketmq-client ...", flush=True)
@@ -171,14 +237,24 @@ def main() -> None:
             count, begin, end, produce_rate = fill(addr, pids, args.messages, args.size)
             print(f"produced {count:,} x {args.size} B into {TOPIC} ({QUEUES} queues) at {produce_rate:,.0f} msg/s")
             java_env = rb._child_env()
-            runs: dict[str, list[str]] = {}
-            for w in worker_opts:
-                extra = [] if w == "default" else ["--workers", w]
-                name = "mqadmin" + ("" if w == "default" else f" --workers {w}")
-                runs[name] = [sys.executable, "-m", "mqadmin", "rangeReplay", "-n", cluster.namesrv_addr]
-                runs[name] += ["-t", TOPIC, "-b", str(begin), "-e", str(end), *extra, "--to", "jsonl:{out}"]
+            replay = [sys.executable, "-m", "mqadmin", "rangeReplay", "-n", cluster.namesrv_addr]
+            replay += ["-t", TOPIC, "-b", str(begin), "-e", str(end)]
+            # name -> (command, environment, working directory, output file suffix)
+            runs: dict[str, tuple[list[str], dict[str, str] | None, Path | None, str]] = {}
+            for fmt in formats:
+                if baseline:
+                    rev, tree = baseline
+                    runs[mqadmin_name(fmt, rev=rev)] = (
+                        [*replay, "--to", f"{fmt}:{{out}}"],
+                        baseline_env(tree),
+                        tree,
+                        fmt,
+                    )
+                for w in worker_opts:
+                    extra = [] if w == "default" else ["--workers", w]
+                    runs[mqadmin_name(fmt, w)] = ([*replay, *extra, "--to", f"{fmt}:{{out}}"], None, None, fmt)
             for size in pull_sizes:
-                runs[f"java pull {size}"] = [
+                java_cmd = [
                     java,
                     f"-Duser.home={tmp / 'java-home'}",
                     f"-Drocketmq.client.logRoot={tmp / 'java-logs'}",
@@ -192,18 +268,20 @@ def main() -> None:
                     str(size),
                     "{out}",
                 ]
+                runs[f"java pull {size}"] = (java_cmd, java_env, None, "jsonl")
             kinds = {name: Kind(name) for name in runs}
             reference: frozenset[tuple[object, ...]] | None = None
             loads: list[float] = []
+            load_edges = [os.getloadavg()[0]]
             names = list(runs)
             for round_no in range(args.repeat):
                 order = names[round_no % len(names) :] + names[: round_no % len(names)]
                 for name in order:
-                    out = tmp / "out.jsonl"
+                    template, env, cwd, suffix = runs[name]
+                    out = tmp / f"out.{suffix}"
                     out.unlink(missing_ok=True)
-                    cmd = [part.replace("{out}", str(out)) for part in runs[name]]
-                    env = java_env if name.startswith("java") else None
-                    wall, cpu, broker_cpu, stdout = timed(cmd, env, pids)
+                    cmd = [part.replace("{out}", str(out)) for part in template]
+                    wall, cpu, broker_cpu, stdout = timed(cmd, env, pids, cwd)
                     got = message_set(out)
                     if len(got) != count:
                         raise SystemExit(f"{name}: wrote {len(got):,} distinct messages, {count:,} were produced")
@@ -225,9 +303,27 @@ def main() -> None:
                         note = "  (consumer start {start_seconds:.2f} s, replay {replay_seconds:.2f} s, shutdown {shutdown_seconds:.2f} s)"
                         note = note.format(**inner)
                     loads.append(os.getloadavg()[0])
-                    line = f"  round {round_no + 1} {name:<22} {wall:7.2f} s  {count / wall:>10,.0f} msg/s{note}"
+                    line = f"  round {round_no + 1} {name:<24} {wall:7.2f} s  {count / wall:>10,.0f} msg/s{note}"
                     print(line, flush=True)
+            load_edges.append(os.getloadavg()[0])
     report(args, count, kinds, loads)
+    if baseline:
+        report_baseline(formats, baseline[0], kinds, load_edges)
+
+
+def report_baseline(formats: list[str], rev: str, kinds: dict[str, Kind], load_edges: list[float]) -> None:
+    """Now over the baseline per format, each ratio from the same round."""
+    print(f"\nnow against {rev}, mqadmin's default workers, pairs from the same round (< 1: now uses less CPU)")
+    for fmt in formats:
+        base, now = kinds[mqadmin_name(fmt, rev=rev)], kinds[mqadmin_name(fmt)]
+        b, n = median(base.client_cpu_us), median(now.client_cpu_us)
+        ratios = [y / x for x, y in zip(base.client_cpu_us, now.client_cpu_us, strict=True)]
+        print(
+            f"  {fmt:<8} client CPU per message: baseline {b:.2f} us, now {n:.2f} us, ratio now/baseline"
+            f" {median(ratios):.3f} (median of rounds; of medians {n / b:.3f});"
+            f" broker CPU us/msg baseline {median(base.broker_cpu_us):.2f}, now {median(now.broker_cpu_us):.2f}"
+        )
+    print(f"  load average (1 min) {load_edges[0]:.1f} before, {load_edges[-1]:.1f} after")
 
 
 def report(args: argparse.Namespace, count: int, kinds: dict[str, Kind], loads: list[float]) -> None:
@@ -249,7 +345,7 @@ def report(args: argparse.Namespace, count: int, kinds: dict[str, Kind], loads: 
             wall = [j / m for m, j in zip(ours.seconds, theirs.seconds, strict=True)]
             loop = [j / m for m, j in zip(ours.seconds, theirs.inner_seconds, strict=True)]
             print(
-                f"  {ours.name:<20} / {theirs.name:<14} wall {median(wall):5.2f}x   loop alone {median(loop):5.2f}x"
+                f"  {ours.name:<24} / {theirs.name:<14} wall {median(wall):5.2f}x   loop alone {median(loop):5.2f}x"
                 f"   (rounds: {', '.join(f'{w:.2f}/{lo:.2f}' for w, lo in zip(wall, loop, strict=True))})"
             )
 
