@@ -194,7 +194,10 @@ def baseline_tree(rev: str) -> Path:
     """The ``mqadmin`` package of git revision ``rev``, extracted into a temporary folder laid out
     as installed: the subpackages its pyproject.toml maps from other folders (``mqadmin.commands``
     from ``commands/``) moved into place, so its CLI runs from there too."""
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        raise SystemExit("a baseline revision needs Python 3.11 or later (tomllib reads its pyproject.toml)") from None
 
     folder = Path(tempfile.mkdtemp(prefix="mqadmin-baseline-"))
     pyproject = subprocess.run(["git", "show", f"{rev}:pyproject.toml"], cwd=REPO, capture_output=True, check=True)
