@@ -26,9 +26,7 @@ import gc
 import json
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,17 +89,13 @@ def child(encoder: str, args: argparse.Namespace) -> None:
 
 
 def instructions(encoder: str, args: argparse.Namespace) -> float:
+    from bench_replay_hotpath import valgrind_instructions
+
     counts = []
     for repeats in (2, 1):  # the second pass less the first: imports and first calls left out
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-        cmd += [sys.executable, __file__, "--child", encoder, "--repeats", str(repeats)]
-        cmd += ["--bodies", args.bodies, "--body-size", str(args.body_size), "--messages", str(args.messages)]
-        cmd += ["--per-pull", str(args.per_pull)]
-        run = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
-        found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
-        if found is None:
-            raise SystemExit(f"no instruction count from valgrind: {run.stderr[-300:]}")
-        counts.append(int(found.group(1).replace(",", "")))
+        argv = ["--child", encoder, "--repeats", str(repeats), "--bodies", args.bodies]
+        argv += ["--body-size", str(args.body_size), "--messages", str(args.messages), "--per-pull", str(args.per_pull)]
+        counts.append(valgrind_instructions(argv, __file__))
     return (counts[0] - counts[1]) / args.messages
 
 

@@ -219,16 +219,19 @@ def instructions(tree: Path, fmt: str, args: argparse.Namespace) -> float:
         with tempfile.NamedTemporaryFile(prefix="mqadmin-hotpath-") as f:
             f.write(stream(n, args.per_pull, args.body_size))
             f.flush()
-            cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-            cmd += [sys.executable, __file__, "--child", str(tree), f.name, fmt, "--messages", str(n)]
-            run = subprocess.run(
-                cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"}
-            )
-            found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
-            if found is None:
-                raise SystemExit(f"no instruction count from valgrind: {run.stderr[-300:]}")
-            counts.append(int(found.group(1).replace(",", "")))
+            counts.append(valgrind_instructions(["--child", str(tree), f.name, fmt, "--messages", str(n)], __file__))
     return (counts[0] - counts[1]) / args.instructions
+
+
+def valgrind_instructions(argv: list[str], script: str) -> int:
+    """Instructions ``python script argv`` runs, counted by valgrind (hash seed fixed)."""
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    cmd += [sys.executable, script, *argv]
+    run = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count from valgrind: {run.stderr[-300:]}")
+    return int(found.group(1).replace(",", ""))
 
 
 def main() -> None:
