@@ -222,7 +222,7 @@ class Progress:
         # two columns short of the terminal: Ctrl-C echoes "^C" after the bar, and on a full-width
         # line that wraps, so the last redraw landed on a new line below the old one (bar twice)
         console = Console(file=stream)
-        console = Console(file=stream, width=max(console.width - 2, 40))
+        console.width = max(console.width - 2, 40)
         #: bytes a second too where there is room: at 80 columns rich would cut the totals short
         #: ("166384/3000…" of 300,000) to fit it
         self._bytes_rate = console.width >= 98
