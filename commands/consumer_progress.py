@@ -42,7 +42,7 @@ from mqadmin.health import (
     Status,
     Verdict,
     assess,
-    assess_brief,
+    assess_all,
     evaluate_group,
     fails,
     parse_level,
@@ -732,6 +732,12 @@ def _groups_health(
     healths: dict[str, GroupHealth] = {}
     # the lag times by plain tuples: a MessageQueue hashes in Python, 80,000 times at 10,000 groups
     age_at = {(mq.topic, mq.broker_name, mq.queue_id, offset): age for (mq, offset), age in ages.items()}
+    # the samples as columns over every group's queues, each part by one comprehension
+    keys: list[str] = []
+    consumers: list[int] = []
+    brokers: list[int] = []
+    lags: list[int | None] = []
+    groups: list[tuple[str, int, Clients, str | None]] = []
     with _state(ctx, params, ctx.address or "").open(now) as windows:
         for g in result.groups:
             group = g.group
@@ -739,25 +745,26 @@ def _groups_health(
             if isinstance(st, errors.MqadminError):
                 healths[group] = GroupHealth(Verdict(Status.ERR, f"its offsets could not be read ({st})"))
                 continue
-            # the samples as columns, each by one comprehension (80,000 queues at 10,000 groups)
             offsets = st.offsets
-            keys = [f"{group} {mq.topic} {mq.broker_name} {mq.queue_id}" for mq in offsets]  # as queue_key
-            consumers = [w.consumer_offset for w in offsets.values()]
-            brokers = [w.broker_offset for w in offsets.values()]
-            if not keys and not st.missing_brokers:
+            if not offsets and not st.missing_brokers:
                 healths[group] = GroupHealth(_uncommitted(ctx, None if conns is None else conns[group], None))
                 continue
-            lags = (
-                [
+            keys += [f"{group} {mq.topic} {mq.broker_name} {mq.queue_id}" for mq in offsets]  # as queue_key
+            cs = [w.consumer_offset for w in offsets.values()]
+            bs = [w.broker_offset for w in offsets.values()]
+            consumers += cs
+            brokers += bs
+            if age_at:
+                lags += [
                     age_at.get((mq.topic, mq.broker_name, mq.queue_id, c), 0) if b > c else 0
-                    for mq, c, b in zip(offsets, consumers, brokers, strict=True)
+                    for mq, c, b in zip(offsets, cs, bs, strict=True)
                 ]
-                if age_at
-                else [0] * len(keys)
-            )
+            else:
+                lags += [0] * len(cs)
             clients = Clients(None) if conns is None else _clients_of(conns[group])
-            error = _incomplete(st.missing_brokers, params.partial)
-            healths[group] = assess_brief(windows, rules, now, keys, consumers, brokers, lags, clients, error)
+            groups.append((group, len(cs), clients, _incomplete(st.missing_brokers, params.partial)))
+        healths.update(assess_all(windows, rules, now, keys, consumers, brokers, lags, groups))
+    healths = {g.group: healths[g.group] for g in result.groups}  # in the groups' order
     result.health = healths
     return _failures(params, healths)
 

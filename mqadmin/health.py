@@ -46,7 +46,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,7 +58,9 @@ from mqadmin.safety import atomic_write
 from mqadmin.timeparse import format_duration
 
 #: the state file's first line: this name, the length of the JSON after it and its CRC-32
-STATE_FORMAT = "mqadmin-health-state/2"
+STATE_FORMAT = "mqadmin-health-state/3"
+#: rows only (read, then written in the current form)
+STATE_FORMAT_2 = "mqadmin-health-state/2"
 #: the earlier form, one JSON document with every value checked on reading (read once, then rewritten)
 STATE_FORMAT_1 = "mqadmin-health-state/1"
 CAUGHT_UP = "caught up"
@@ -346,14 +348,76 @@ def state_path(home: str | os.PathLike[str], address: str) -> Path:
 
 
 @dataclass
+class Block:
+    """The windows of queues sampled at the same runs, as columns: the runs' times once, and per
+    run one list of every queue's consumer offsets, one of max offsets, one of lag times. An
+    all-groups run samples every queue at once (80,000 at 10,000 groups): it moves their windows
+    on by dropping a column and appending one, and decides the commonest statuses a column at a
+    time, where rows cost a list per queue to read, move, evaluate and write back."""
+
+    ats: list[int]
+    #: a queue taken out as a row (``take``) leaves None in its place until the block is rebuilt
+    keys: list[str | None]
+    consumers: list[list[int]]
+    brokers: list[list[int]]
+    lags: list[list[int | None]]
+    _index: dict[str, int] | None = None
+
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys) if k is not None}
+        return self._index
+
+    def row(self, i: int) -> list[Any]:
+        """Queue ``i``'s window as a row (``Windows``)."""
+        out: list[Any] = []
+        for at, c, b, lag in zip(self.ats, self.consumers, self.brokers, self.lags, strict=True):
+            out += (at, c[i], b[i], lag[i])
+        return out
+
+    def take(self, key: str) -> list[Any] | None:
+        """A queue's window out of the block, as a row (a run that samples it alone: -g)."""
+        i = self.index().pop(key, None)
+        if i is None:
+            return None
+        self.keys[i] = None
+        return self.row(i)
+
+    def rows(self) -> dict[str, list[Any]]:
+        return {k: self.row(i) for i, k in enumerate(self.keys) if k is not None}
+
+    def to_json(self) -> list[Any]:
+        keep = [k is not None for k in self.keys]
+        if all(keep):
+            return [self.ats, self.keys, self.consumers, self.brokers, self.lags]
+        cols = [[list(compress(c, keep)) for c in cs] for cs in (self.consumers, self.brokers, self.lags)]
+        return [self.ats, list(compress(self.keys, keep)), *cols]
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Block:
+        """``to_json``'s list, its shape checked (the numbers the state file's checksum vouches for)."""
+        if not isinstance(doc, list) or len(doc) != 5 or not {list}.issuperset(map(type, doc)):
+            raise ValueError("not a health state file")
+        ats, keys, *cols = doc
+        if not ats or not {int}.issuperset(map(type, ats)) or not {str}.issuperset(map(type, keys)):
+            raise ValueError("not a health state file")
+        for cs in cols:
+            if len(cs) != len(ats) or not {list}.issuperset(map(type, cs)) or {len(keys)} != set(map(len, cs)):
+                raise ValueError("not a health state file")
+        return cls(ats, keys, *cols)
+
+
+@dataclass
 class Windows:
-    """Every queue's samples, keyed by a queue name (``group topic broker qid``), kept as the state
-    file holds them: flat rows of ``at_ms, consumer, broker, lag_ms`` per sample, oldest first (a
-    run reads, evaluates and writes back 400,000 samples at 10,000 groups: no object per sample)."""
+    """Every queue's samples, keyed by a queue name (``group topic broker qid``): the queues an
+    all-groups run sampled together in ``block``, the others as flat rows of ``at_ms, consumer,
+    broker, lag_ms`` per sample, oldest first (no object per sample: a run reads, evaluates and
+    writes back 400,000 samples at 10,000 groups). A key is in one of them, never both."""
 
     rules: Rules
     #: rows of ints, but the lag time of a sample may be null
     queues: dict[str, list[Any]] = field(default_factory=dict)
+    block: Block | None = None
 
     def add(self, key: str, sample: Sample) -> list[Sample]:
         """``add_row`` as samples."""
@@ -362,7 +426,11 @@ class Windows:
     def add_row(self, key: str, sample: SampleRow) -> list[Any]:
         """Append (a sample at the same instant as the last replaces it) and trim to the window;
         the queue's row, a new list each time (a result printed earlier keeps its own)."""
-        row = self.queues.get(key) or []
+        row = self.queues.get(key)
+        if row is None and self.block is not None:
+            row = self.block.take(key)
+        if not row:
+            row = []
         if row and row[-4] >= sample[0]:
             row = row[:-4]
         kept = 4 * (self.rules.samples - 1)  # the samples before this one
@@ -373,9 +441,15 @@ class Windows:
         self.queues[key] = row
         return row
 
+    def rows(self) -> dict[str, list[Any]]:
+        """Every queue's window as a row, the block's too."""
+        return {**self.queues, **(self.block.rows() if self.block is not None else {})}
+
     def prune(self, now_ms: int) -> None:
         """Queues not seen for longer than the window (a deleted group) leave the state."""
         oldest = now_ms - self.rules.max_age_ms
+        if self.block is not None and self.block.ats[-1] < oldest:
+            self.block = None
         with contextlib.suppress(IndexError):  # an empty row: looked at one by one below
             if min(map(_LAST_AT, self.queues.values()), default=oldest) >= oldest:
                 return  # the commonest run: every queue seen within the window (checked in C)
@@ -383,32 +457,38 @@ class Windows:
             del self.queues[key]
 
     def to_bytes(self) -> bytes:
-        """The state file: a first line naming the format, the length and CRC-32 of the JSON of
-        the rows after it. The checksum is what makes reading cheap: a file this module wrote,
-        whole, needs none of its 1.6 million numbers (10,000 groups) checked one by one."""
-        body = orjson.dumps(self.queues)
+        """The state file: a first line naming the format, the length and CRC-32 of the JSON after
+        it. The checksum is what makes reading cheap: a file this module wrote, whole, needs none
+        of its 1.2 million numbers (10,000 groups) checked one by one."""
+        block = self.block.to_json() if self.block is not None else None
+        body = orjson.dumps({"rows": self.queues, "block": block})
         return f"{STATE_FORMAT} {len(body)} {zlib.crc32(body):08x}\n".encode() + body
 
     @classmethod
     def from_bytes(cls, data: bytes, rules: Rules) -> Windows:
-        """``to_bytes``'s file, or one of the earlier form (``from_json``); ValueError for anything
-        else: another program's file, or one cut short or changed since it was written."""
+        """``to_bytes``'s file, or one of the earlier forms (``from_json``, rows only); ValueError
+        for anything else: another program's file, or one cut short or changed since written."""
         if data[:1] == b"{":
             return cls.from_json(orjson.loads(data), rules)
         end = data.find(b"\n", 0, 200)
         fields = data[:end].split(b" ")
-        if end < 0 or len(fields) != 3 or fields[0] != STATE_FORMAT.encode():
+        if end < 0 or len(fields) != 3 or fields[0] not in (STATE_FORMAT.encode(), STATE_FORMAT_2.encode()):
             raise ValueError("not a health state file")
-        body = memoryview(data)[end + 1 :]  # 14 MB at 10,000 groups: not copied
+        body = memoryview(data)[end + 1 :]  # 10 MB at 10,000 groups: not copied
         if int(fields[1]) != len(body) or int(fields[2], 16) != zlib.crc32(body):
             raise ValueError("a health state file cut short or changed since written")
-        rows = orjson.loads(body)
+        doc = orjson.loads(body)
+        if fields[0] == STATE_FORMAT_2.encode():
+            doc = {"rows": doc, "block": None}
+        if not isinstance(doc, dict) or set(doc) != {"rows", "block"}:
+            raise ValueError("not a health state file")
+        rows, block = doc["rows"], doc["block"]
         # the shape, in C over the rows (milliseconds); their numbers the checksum vouches for
         if not isinstance(rows, dict) or not {list}.issuperset(map(type, rows.values())):
             raise ValueError("not a health state file")
         if any(n % 4 or not n for n in set(map(len, rows.values()))):
             raise ValueError("not a health state file")
-        return cls(rules, rows)
+        return cls(rules, rows, None if block is None else Block.from_json(block))
 
     @classmethod
     def from_json(cls, doc: Any, rules: Rules) -> Windows:
@@ -612,66 +692,188 @@ def assess(
     return GroupHealth(verdict, queues, worst)
 
 
-def assess_brief(
+def assess_all(
     windows: Windows,
     rules: Rules,
     now: int,
-    keys: Sequence[str],
-    consumers: Sequence[int],
-    brokers: Sequence[int],
-    lags: Sequence[int | None],
-    clients: Clients,
-    error: str | None = None,
-) -> GroupHealth:
-    """``assess`` for one group of many (every group of a cluster, whose output shows each group's
-    status, its queues counted by status, and its worst queue): the same windows, statuses and
-    group verdict, but only the worst queue gets a verdict and a place in ``queues``; the others'
-    statuses come from ``status_code``. The samples, taken at ``now``, come as columns (queue keys,
-    consumer offsets, max offsets, lag times), which a caller builds by comprehensions: 80,000
-    queues a run, and a tuple per queue made only to be taken apart here costs a tenth of a second."""
-    queues = windows.queues
-    get = queues.get
-    kept = 4 * (rules.samples - 1)  # the samples before this one, as add_row keeps them
+    keys: list[str],
+    consumers: list[int],
+    brokers: list[int],
+    lags: list[int | None],
+    groups: Sequence[tuple[str, int, Clients, str | None]],
+) -> dict[str, GroupHealth]:
+    """Every group of a cluster in one pass (its output shows each group's status, its queues
+    counted by status and its worst queue): the windows and statuses ``assess`` gives, but the
+    queues of the block move on and are decided a column at a time, and only each group's worst
+    queue gets a verdict. The samples, all taken at ``now``, come as columns over every group's
+    queues (the block keeps them: not to be changed after); ``groups``: each group's name, number
+    of queues, clients and error (its figures are incomplete: ERR), in the columns' order."""
+    n = len(keys)
+    block = windows.block
+    # each queue's place in the block (None: the block holds these keys in this order), -1: not there
+    idx: list[int] | None = None
+    fresh: list[int] = []
+    if block is None or block.keys != keys:
+        where = block.index() if block is not None else {}
+        idx = [where.get(k, -1) for k in keys]
+        fresh = [i for i, j in enumerate(idx) if j < 0]
+        if block is not None and len(where) > n - len(fresh):  # queues this run did not read: as they were
+            seen = set(idx)
+            windows.queues.update((k, block.row(j)) for k, j in where.items() if j not in seen)
+    onl: list[int | None] = []
+    for _, count, clients, _ in groups:
+        onl += [clients.online] * count
+    need, warn = rules.samples, rules.warn_lag_ms
+    ats: list[int] = []
+    cols: list[list[list[Any]]] = [[], [], []]  # per run: consumer offsets, max offsets, lag times
+    codes = [0] * n
+    if block is not None and len(fresh) < n:
+        start, end = _kept_runs(block.ats, now, rules)
+        ats = [*block.ats[start:end], now]
+        olds: tuple[list[list[Any]], ...] = (block.consumers, block.brokers, block.lags)
+        for cs, old in zip(cols, olds, strict=True):
+            # a queue not in the block (-1) gets a stand-in, replaced below
+            cs += old[start:end] if idx is None else [[col[j] for j in idx] for col in old[start:end]]
+        news: tuple[list[Any], ...] = (consumers, brokers, lags)
+        for cs, new in zip(cols, news, strict=True):
+            cs.append(new)
+        codes = _column_codes(ats, cols[0], cols[1], need, onl)
+    for i in fresh:
+        row = windows.add_row(keys[i], (now, consumers[i], brokers[i], lags[i]))
+        codes[i] = status_code(row, need, onl[i], warn)
+
+    def row_at(i: int) -> list[Any]:
+        if idx is not None and idx[i] < 0:
+            return list(windows.queues[keys[i]])
+        out: list[Any] = []
+        for at, c, b, lag in zip(ats, *cols, strict=True):
+            out += (at, c[i], b[i], lag[i])
+        return out
+
+    for i in [i for i, c in enumerate(codes) if c < 0]:  # moved, behind, not rewound: row by row
+        codes[i] = status_code(row_at(i), need, onl[i], warn)
+    healths: dict[str, GroupHealth] = {}
+    s = 0
+    for name, count, clients, error in groups:
+        healths[name] = _group_brief(keys, codes, s, s + count, row_at, rules, clients, error)
+        s += count
+    windows.block = _next_block(windows, keys, fresh, ats, cols)
+    return healths
+
+
+def _kept_runs(ats: list[int], now: int, rules: Rules) -> tuple[int, int]:
+    """The runs of ``ats`` a window keeps when a sample at ``now`` is added, as ``add_row`` keeps
+    a row's samples: ``ats[start:end]``."""
+    end = len(ats) - 1 if ats and ats[-1] >= now else len(ats)
+    start = max(end - (rules.samples - 1), 0) if rules.samples > 1 else end
     oldest = now - rules.max_age_ms
-    need, online, warn = rules.samples, clients.online, rules.warn_lag_ms
-    codes: list[int] = []
-    add_code = codes.append
-    full = kept + 4 if kept > 0 else -1
-    for key, consumer, broker, lag in zip(keys, consumers, brokers, lags, strict=True):
-        row = get(key)
-        if row is not None and len(row) == full and row[-4] < now and row[4] >= oldest:
-            # add_row's commonest case, in place: a full window moves on by one sample
-            del row[:4]
-            row += (now, consumer, broker, lag)
-        else:
-            row = windows.add_row(key, (now, consumer, broker, lag))
-        add_code(status_code(row, need, online, warn))
+    while start < end and ats[start] < oldest:
+        start += 1
+    return start, end
+
+
+def _column_codes(
+    ats: list[int], consumers: list[list[int]], brokers: list[list[int]], need: int, onl: list[int | None]
+) -> list[int]:
+    """``status_code`` of queues sampled at the same runs ``ats``, from their columns; -1 for a
+    queue whose offset moved and is behind, not rewound (``status_code`` decides it from its row).
+    A window whose offset has not moved is the commonest lagging one: min and max per queue over
+    the columns, in C, decide it."""
+    if len(ats) > 1:
+        lo, hi, lowest = list(map(min, *consumers)), list(map(max, *consumers)), list(map(min, *brokers))
+    else:
+        lo = hi = consumers[0]
+        lowest = brokers[0]
+
+    def code(
+        lo: int,
+        hi: int,
+        cur: int,
+        last: int,
+        lowest: int,
+        online: int | None,
+        collecting: bool = len(ats) < need,
+        spread: bool = ats[-1] > ats[0],
+    ) -> int:
+        if lo == hi:
+            if last <= cur:
+                return CODE_CAUGHT_UP
+            if lowest <= cur:
+                return CODE_OK
+            if collecting:
+                return CODE_COLLECTING
+            return CODE_STOP if online == 0 and spread else CODE_STALL
+        if cur < hi:
+            return CODE_REWIND
+        return CODE_CAUGHT_UP if last <= cur else -1
+
+    return list(map(code, lo, hi, consumers[-1], brokers[-1], lowest, onl))
+
+
+def _next_block(
+    windows: Windows, keys: list[str], fresh: list[int], ats: list[int], cols: list[list[list[Any]]]
+) -> Block | None:
+    """The block after an all-groups run: its queues, and the rows whose samples are now at
+    exactly its runs (a new group's once its window fills; every queue, the first run after a
+    state file of rows only). ``fresh``: the places in ``keys`` of the queues kept as rows."""
+    rows = windows.queues
+    if not ats:  # no queue was in the block: the first row's runs are the block's
+        if not fresh:
+            return None
+        ats = rows[keys[fresh[0]]][0::4]
+        cols = [[[0] * len(keys) for _ in ats] for _ in range(3)]
+    joining = [i for i in fresh if rows[keys[i]][0::4] == ats]
+    for i in joining:
+        row = rows.pop(keys[i])
+        for j in range(len(ats)):
+            cols[0][j][i], cols[1][j][i], cols[2][j][i] = row[4 * j + 1 : 4 * j + 4]
+    if len(joining) < len(fresh):
+        keep = [True] * len(keys)
+        for i in set(fresh).difference(joining):
+            keep[i] = False
+        cols = [[list(compress(c, keep)) for c in cs] for cs in cols]
+        keys = list(compress(keys, keep))
+    return Block(ats, list(keys), cols[0], cols[1], cols[2]) if keys else None
+
+
+def _group_brief(
+    keys: list[str],
+    codes: list[int],
+    s: int,
+    e: int,
+    row_at: Callable[[int], list[Any]],
+    rules: Rules,
+    clients: Clients,
+    error: str | None,
+) -> GroupHealth:
+    """One group's health from its queues' codes (``keys[s:e]``): the worst queue's verdict, the
+    group's, and the queues counted by status."""
     counts: dict[str, int] = {}
-    if not codes:
+    if s == e:
         verdict, worst, found = Verdict(Status.OK, "no queues"), None, {}
     else:
-        top = max(codes)
-        named = codes.count(top)
+        ks, cs = keys[s:e], codes[s:e]
+        top = max(cs)
+        named = cs.count(top)
         # worst_queue's choice: a collecting OK above a settled one, the first by name among equals
-        if top <= CODE_OK or named == len(codes):
-            worst = min(keys)
+        if top <= CODE_OK or named == len(cs):
+            worst = min(ks)
         else:
-            worst = min([k for k, c in zip(keys, codes, strict=True) if c == top])
-        row = queues[worst]
+            worst = min([k for k, c in zip(ks, cs, strict=True) if c == top])
+        row = row_at(s + ks.index(worst))
         if top == CODE_CAUGHT_UP:
             v = _CAUGHT_UP
         else:
             v = evaluate_row(row, rules, clients)
             v = Verdict(v.status, v.reason, (), v.collecting)  # its sentence made once, shown twice
-        verdict = _group_verdict(worst, v, named, len(codes), top == CODE_CAUGHT_UP)
-        # a copy: the windows' rows move on in place, a result printed earlier keeps its own
-        found = {worst: QueueHealth(v, list(row))}
-        if named == len(codes):  # the commonest group: every queue alike
+        verdict = _group_verdict(worst, v, named, len(cs), top == CODE_CAUGHT_UP)
+        found = {worst: QueueHealth(v, row)}
+        if named == len(cs):  # the commonest group: every queue alike
             counts[STATUS_NAMES[CODE_STATUS[top]]] = named
         else:
-            for code in dict.fromkeys(codes):
+            for code in dict.fromkeys(cs):
                 name = STATUS_NAMES[CODE_STATUS[code]]
-                counts[name] = counts.get(name, 0) + codes.count(code)
+                counts[name] = counts.get(name, 0) + cs.count(code)
     if error is not None:
         verdict = Verdict(Status.ERR, error)
     return GroupHealth(verdict, found, worst, counts)

@@ -21,7 +21,7 @@ RULES = Rules(samples=5, max_age_ms=30 * MIN)
 
 def rows_in(path: Path) -> dict[str, list[Any]]:
     """The rows a state file holds, as a run reads them."""
-    return Windows.from_bytes(path.read_bytes(), RULES).queues
+    return Windows.from_bytes(path.read_bytes(), RULES).rows()
 
 
 def window(*points: tuple[int, int]) -> list[Sample]:
@@ -166,17 +166,22 @@ def test_state_file_round_trip_is_atomic_and_survives_a_broken_file(tmp_path: Pa
     assert len(warned) == 10
 
 
-def test_a_state_file_of_the_earlier_form_is_read_once_and_rewritten(tmp_path: Path) -> None:
-    """A state file written before the checksummed form (one JSON document): its samples carry on."""
+@pytest.mark.parametrize("form", ["1", "2"])
+def test_a_state_file_of_an_earlier_form_is_read_once_and_rewritten(tmp_path: Path, form: str) -> None:
+    """A state file written before the checksummed form (/1: one JSON document) or before the
+    block (/2: rows only): its samples carry on."""
     path = tmp_path / "s.json"
-    path.write_text(
-        json.dumps({"format": "mqadmin-health-state/1", "queues": {"k": [0, 1, 2, None], "j": [0, 5, 9, 7]}})
-    )
+    rows = {"k": [0, 1, 2, None], "j": [0, 5, 9, 7]}
+    if form == "1":
+        path.write_text(json.dumps({"format": "mqadmin-health-state/1", "queues": rows}))
+    else:
+        body = json.dumps(rows).encode()
+        path.write_bytes(f"mqadmin-health-state/2 {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
     warned: list[str] = []
     with StateFile(path, RULES, warned.append).open(MIN) as w:
         assert w.add("k", Sample(MIN, 2, 3, 4)) == [Sample(0, 1, 2, None), Sample(MIN, 2, 3, 4)]
     assert warned == []
-    assert path.read_bytes().startswith(b"mqadmin-health-state/2 ")
+    assert path.read_bytes().startswith(b"mqadmin-health-state/3 ")
     assert rows_in(path) == {"k": [0, 1, 2, None, MIN, 2, 3, 4], "j": [0, 5, 9, 7]}
 
 
@@ -194,7 +199,7 @@ def test_a_state_file_cut_short_changed_or_foreign_starts_a_new_window(tmp_path:
         head + b"\n" + changed,  # a number changed, the length the same
         head + b"\n" + body + b" ",  # longer than written
         head,  # the first line only
-        b"mqadmin-health-state/2 3 zz\n[1]",  # a checksum that is not one
+        b"mqadmin-health-state/3 3 zz\n[1]",  # a checksum that is not one
         b"mqadmin-health-state/9 2 00000000\n{}",  # a later format
         b"\x00\x01binary",  # another program's file
         b"",
@@ -205,10 +210,25 @@ def test_a_state_file_cut_short_changed_or_foreign_starts_a_new_window(tmp_path:
             assert w.add("k", Sample(MIN, 12, 20, 0)) == [Sample(MIN, 12, 20, 0)], broken
         assert warned == [f"health state {path} could not be read; starting a new window"], broken
     # the body is checked for a dict of rows of whole samples even when its checksum holds
-    for body in (b"[1, 2]", b'{"k": 5}', b'{"k": [0, 1, 2]}', b'{"k": []}'):
-        path.write_bytes(f"mqadmin-health-state/2 {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
+    for form, body in (
+        (2, b"[1, 2]"),
+        (2, b'{"k": 5}'),
+        (2, b'{"k": [0, 1, 2]}'),
+        (2, b'{"k": []}'),
+        (3, b'{"rows": {}}'),
+        (3, b'{"rows": {"k": [0, 1, 2]}, "block": null}'),
+        (3, b'{"rows": {}, "block": [[], [], [], [], []]}'),  # a block without runs
+        (3, b'{"rows": {}, "block": [[1], ["k"], [[1]], [[2]]]}'),  # no lag times
+        (3, b'{"rows": {}, "block": [[1], ["k"], [[1]], [[2]], [[3], [4]]]}'),  # a run too many
+        (3, b'{"rows": {}, "block": [[1], ["k", "j"], [[1, 2]], [[2]], [[3, 4]]]}'),  # a queue short
+        (3, b'{"rows": {}, "block": [[1], [7], [[1]], [[2]], [[3]]]}'),  # a key not a name
+    ):
+        path.write_bytes(f"mqadmin-health-state/{form} {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
         with pytest.raises(ValueError, match="not a health state file"):
             rows_in(path)
+    body = b'{"rows": {"j": [0, 5, 9, 7]}, "block": [[1, 2], ["k"], [[1], [2]], [[2], [3]], [[null], [0]]]}'
+    path.write_bytes(f"mqadmin-health-state/3 {len(body)} {zlib.crc32(body):08x}\n".encode() + body)
+    assert rows_in(path) == {"j": [0, 5, 9, 7], "k": [1, 1, 2, None, 2, 2, 3, 0]}
 
 
 def test_queues_a_run_does_not_touch_are_kept_as_read_until_too_old(tmp_path: Path) -> None:
@@ -291,48 +311,102 @@ def test_status_code_is_evaluate_row_over_many_windows() -> None:
     assert seen == set(range(7)), "the generated windows reach every code"
 
 
-def test_assess_brief_is_assess_for_many_groups() -> None:
-    """A group of many (all groups) evaluated the fast way: the same windows kept, group verdict,
-    worst queue and its verdict, and counts by status as ``assess`` with every queue's verdict."""
-    rnd = random.Random(7)
-    for _ in range(600):
-        rules = Rules(rnd.randrange(2, 6), rnd.choice([30 * MIN, 3 * MIN]), rnd.choice([None, 5 * MIN]))
-        clients = Clients(rnd.choice([None, 0, 2]))
-        now = 60 * MIN
-        before: dict[str, list[Any]] = {}
-        samples = []
-        for q in range(rnd.randrange(0, 7)):
-            key = f"g T b{q % 2} {q}"
-            if rnd.random() < 0.85:  # a queue with earlier samples (some too old, one at this instant)
-                row = _random_row(rnd, rnd.randrange(0, rules.samples + 3))
-                if row:
-                    shift = now - row[-4] - rnd.choice([0, MIN, MIN, 2 * MIN])  # type: ignore[operator]
-                    row[0::4] = [at + shift for at in row[0::4]]  # type: ignore[operator]
-                before[key] = row
-            consumer = rnd.randrange(0, 12)
-            samples.append((key, consumer, consumer + rnd.choice([0, 0, 1, 5]), rnd.choice([None, 0, 10 * MIN])))
-        error = rnd.choice([None, None, "b did not answer"])
-        full_w = Windows(rules, {k: list(v) for k, v in before.items()})
-        brief_w = Windows(rules, {k: list(v) for k, v in before.items()})
-        full = health.assess(full_w, rules, [(k, (now, c, b, lag)) for k, c, b, lag in samples], clients, error)
-        columns = [list(c) for c in zip(*samples, strict=True)] if samples else [[], [], [], []]
-        brief = health.assess_brief(brief_w, rules, now, *columns, clients, error)
-        assert brief_w.queues == full_w.queues and list(brief_w.queues) == list(full_w.queues)
-        v, f = brief.verdict, full.verdict
-        assert (v.status, v.reason, v.collecting) == (f.status, f.reason, f.collecting), samples
-        assert brief.worst == full.worst
-        assert list(brief.status_counts().items()) == list(full.status_counts().items())
-        if full.worst is not None:
-            bq, fq = brief.queues[full.worst], full.queues[full.worst]
-            assert (bq.verdict.status, bq.verdict.reason, bq.verdict.collecting, bq.row) == (
-                fq.verdict.status,
-                fq.verdict.reason,
-                fq.verdict.collecting,
-                fq.row,
-            )
-            kept = list(brief.queues[full.worst].row)
-            health.assess_brief(brief_w, rules, now + MIN, *columns, clients)
-            assert brief.queues[full.worst].row == kept, "the next run's samples do not reach a result shown"
+def _one_by_one(
+    windows: Windows, rules: Rules, now: int, columns: list[list[Any]], groups: list[Any]
+) -> dict[str, Any]:
+    """``assess_all``'s input evaluated group by group with ``assess`` (every queue a row)."""
+    out, s = {}, 0
+    for name, count, clients, error in groups:
+        samples = [(k, (now, c, b, lag)) for k, c, b, lag in zip(*(col[s : s + count] for col in columns), strict=True)]
+        out[name] = health.assess(windows, rules, samples, clients, error)
+        s += count
+    return out
+
+
+def test_assess_all_is_assess_for_every_group_run_after_run() -> None:
+    """All groups at once (the block's columns, a verdict for each group's worst queue only) against
+    ``assess`` over rows, run after run: the same windows kept, group verdicts, worst queues and
+    their verdicts and windows, and counts by status, while groups come and go, brokers do not
+    answer, -g runs sample a few queues between, windows fill, age out and the clock steps back."""
+    rnd = random.Random(11)
+    reached: set[str] = set()
+    for _ in range(60):
+        rules = Rules(rnd.randrange(2, 6), rnd.choice([30 * MIN, 4 * MIN]), rnd.choice([None, 5 * MIN]))
+        fast, slow = Windows(rules), Windows(rules)
+        names = [f"g{i}" for i in range(rnd.randrange(1, 6))]
+        offsets = {f"{g} T b{q % 2} {q}": [rnd.randrange(0, 5), 0] for g in names for q in range(4)}
+        now = 100 * MIN
+        for run in range(14):
+            now += rnd.choice([MIN, MIN, MIN, 0, -MIN, 3 * MIN])
+            for pair in offsets.values():  # consumers move, stall, rewind; producers write
+                pair[1] += rnd.choice([0, 0, 1, 3])
+                pair[0] = max(0, min(pair[1], pair[0] + rnd.choice([0, 0, 0, 1, 2, 5, -3])))
+            if rnd.random() < 0.3:  # a -g run in between: its queues leave the block
+                now += rnd.randrange(1, 1000)
+                alone = rnd.choice(names) + " "
+                for w in (fast, slow):
+                    for key in [k for k in offsets if k.startswith(alone)]:
+                        w.add_row(key, (now, offsets[key][0], offsets[key][1], None))
+                now += 1000
+            if rnd.random() < 0.15:
+                names.append(f"g{len(names) + 10}")
+                offsets.update({f"{names[-1]} T b{q % 2} {q}": [0, 2] for q in range(4)})
+            shown = sorted(rnd.sample(names, max(1, len(names) - rnd.choice([0, 0, 0, 1]))))
+            columns: list[list[Any]] = [[], [], [], []]
+            groups = []
+            for g in shown:
+                queues = [k for k in offsets if k.startswith(g + " ") and rnd.random() > 0.05]  # a broker missing
+                for col, values in zip(
+                    columns,
+                    zip(*[(k, *offsets[k], rnd.choice([None, 0, 9 * MIN])) for k in queues], strict=True),
+                    strict=False,
+                ):
+                    col += values  # no queue read at all: no values
+                groups.append((g, len(queues), Clients(rnd.choice([None, 0, 2])), rnd.choice([None] * 9 + ["down"])))
+            want = _one_by_one(slow, rules, now, columns, groups)
+            got = health.assess_all(fast, rules, now, *[list(c) for c in columns], groups)
+            assert fast.rows() == slow.rows(), (run, rules)
+            for g, full in want.items():
+                brief = got[g]
+                v, f = brief.verdict, full.verdict
+                assert (v.status, v.reason, v.collecting) == (f.status, f.reason, f.collecting), (run, g)
+                assert brief.worst == full.worst
+                assert list(brief.status_counts().items()) == list(full.status_counts().items())
+                if full.worst is not None:
+                    bq, fq = brief.queues[full.worst], full.queues[full.worst]
+                    assert (bq.verdict.status, bq.verdict.reason, bq.verdict.collecting, bq.row) == (
+                        fq.verdict.status,
+                        fq.verdict.reason,
+                        fq.verdict.collecting,
+                        fq.row,
+                    )
+                reached.add(v.status.name)
+            if rnd.random() < 0.3:  # the state file between runs
+                fast = Windows.from_bytes(fast.to_bytes(), rules)
+            fast.prune(now)
+            slow.prune(now)
+    assert reached == {s.name for s in Status}, "the runs reach every status"
+    assert fast.block is not None
+
+
+def test_an_all_groups_run_keeps_its_queues_in_one_block_and_a_g_run_takes_its_own_out() -> None:
+    """After a state file of rows only, the first all-groups run gathers the queues sampled at the
+    same runs into the block; a -g run takes only its group's queues out as rows."""
+    rules = Rules(3, 30 * MIN)
+    w = Windows(rules)
+    keys = [f"g{i} T b 0" for i in range(4)]
+    for t in range(3):
+        for i, k in enumerate(keys):
+            w.add_row(k, (t * MIN, i, 10, None))
+    groups = [(f"g{i}", 1, Clients(1), None) for i in range(4)]
+    health.assess_all(w, rules, 3 * MIN, keys, [0, 1, 2, 3], [10] * 4, [None] * 4, groups)
+    assert w.queues == {} and w.block is not None and w.block.ats == [MIN, 2 * MIN, 3 * MIN]
+    before = w.rows()
+    w.add_row("g2 T b 0", (3 * MIN + 5, 2, 11, None))
+    assert list(w.queues) == ["g2 T b 0"] and w.block.keys.count(None) == 1
+    assert w.queues["g2 T b 0"] == [*before["g2 T b 0"][4:], 3 * MIN + 5, 2, 11, None]
+    again = Windows.from_bytes(w.to_bytes(), rules)
+    assert again.rows() == w.rows() and again.block is not None and len(again.block.keys) == 3
 
 
 def test_a_group_without_a_committed_offset_is_judged_by_its_clients_and_topics() -> None:
