@@ -1,7 +1,7 @@
 """Fan-out: wall time and round trips of our admin commands, and the Java mqadmin beside ours.
 
 Run: .venv/bin/python benchmarks/bench_fanout.py [--runs 5] [--groups 10000] [--no-baseline] [--skip-real]
-[--health-only]
+[--health-only] [--against REV]
 
 Three parts, all in one run (the machine is shared and noisy, so every figure is a median and
 commands that are compared are interleaved run by run):
@@ -20,7 +20,9 @@ c) a real Apache RocketMQ 5.3.3 (namesrv + 2 brokers, tests/support/realbroker.p
 ``consumerProgress --no-clients`` (all groups, no connection look-ups) is measured in a), interleaved
 with the default all-groups command, and printed as a ratio against it; ``--no-clients --health``
 (the same plus the state file: read, every queue evaluated, written back) against ``--no-clients``,
-with the state file already holding a full window (as from cron, after the first minutes); every mock case also shows
+with the state file already holding a full window (as from cron, after the first minutes). ``--against
+REV`` adds git revision REV's two, interleaved with them (its package extracted by ``git archive``,
+its own state file), and compares ``--health`` now with REV's ``--no-clients``. Every mock case also shows
 the client's CPU time (user + sys of the child process), which the shared server does not blur.
 
 Every command runs as a user runs it: a fresh process (``mqadmin`` console script, or a JVM for
@@ -50,6 +52,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and importable as a script helper
 
+from bench_replay_hotpath import baseline_env, extract_baseline  # noqa: E402
+
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import fill_topic  # noqa: E402
 from mqadmin.mock.server import MockServer  # noqa: E402
@@ -65,8 +69,8 @@ HOUR_MS = 3_600_000
 WIDE_CASE = "queryOffset -t T -g G (256 queues)"
 #: case -> its baseline case (the same command, the server refusing the batch requests)
 BASELINES: dict[str, str] = {}
-#: case -> the case it is compared with, both served as usual (e.g. --no-clients vs the default)
-COMPARED: dict[str, str] = {}
+#: (case, the case it is compared with), both served as usual (e.g. --no-clients vs the default)
+COMPARED: list[tuple[str, str]] = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,13 +132,19 @@ def run(
 
 
 def run_cpu(
-    cmd: Sequence[str], env: dict[str, str], *, check_ok: Callable[[subprocess.CompletedProcess[str]], bool]
+    cmd: Sequence[str],
+    env: dict[str, str],
+    *,
+    check_ok: Callable[[subprocess.CompletedProcess[str]], bool],
+    cwd: Path | None = None,
 ) -> tuple[float, float]:
     """(wall, CPU) seconds of one command; CPU is the child's user + sys, so the server's work in
     this process is not counted."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(list(cmd), env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+    proc = subprocess.run(
+        list(cmd), env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600
+    )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not check_ok(proc):
@@ -189,7 +199,9 @@ def build_store(root: Path, groups: int) -> tuple[MockCluster, list[str]]:
     return cluster, names
 
 
-def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dict[str, Sample]:
+def bench_mock(
+    args: argparse.Namespace, env: dict[str, str], work: Path, against: tuple[str, Path] | None = None
+) -> dict[str, Sample]:
     t0 = time.monotonic()
     cluster, groups = build_store(work / "mock-store", args.groups)
     print(f"# mock store: {args.groups} groups, built in {time.monotonic() - t0:.1f}s", file=sys.stderr)
@@ -212,6 +224,15 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
     }
     if args.health_only:  # the cost of --health alone: the two cases it is compared by
         cases = {no_clients: cases[no_clients], health: cases[health]}
+    # each case's environment and folder: --against REV's cases run that revision's package, with
+    # a state file of their own (a revision's state file form may not be this one's)
+    where: dict[str, tuple[dict[str, str], Path | None]] = dict.fromkeys(cases, (env, None))
+    if against is not None:
+        rev, tree = against
+        rev_env = {**baseline_env(tree), "MQADMIN_HOME": str(work / "home-rev"), "NO_COLOR": "1"}
+        for name in (no_clients, health):
+            cases[f"{name} @{rev}"] = [sys.executable, "-m", "mqadmin", *cases[name][1:]]
+            where[f"{name} @{rev}"] = (rev_env, tree)
     baseline_of = (
         {}
         if args.no_baseline or args.health_only
@@ -219,22 +240,29 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
     )
     BASELINES.update(baseline_of)
     if all_groups in cases:
-        COMPARED[no_clients] = all_groups
-    COMPARED[health] = no_clients
+        COMPARED.append((no_clients, all_groups))
+    COMPARED.append((health, no_clients))
+    if against is not None:
+        rev = against[0]
+        COMPARED.append((f"{health} @{rev}", f"{no_clients} @{rev}"))
+        # the all-groups budget was set for --no-clients: --health now against it as it was
+        COMPARED.append((health, f"{no_clients} @{rev}"))
+        COMPARED.append((no_clients, f"{no_clients} @{rev}"))
     batch_codes = frozenset({RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_TOPIC_STATS_INFO})
     samples = {name: Sample() for name in [*cases, *baseline_of.values()]}
     try:
         # one untimed run each: checks the output is complete, warms the page cache
-        for name in (n for n in (all_groups, no_clients) if n in cases):
-            out = subprocess.run(cases[name], env=env, capture_output=True, text=True)
+        for name in (n for n in cases if n in (all_groups, no_clients) or n.startswith(f"{no_clients} @")):
+            out = subprocess.run(cases[name], env=where[name][0], capture_output=True, text=True, cwd=where[name][1])
             listed = len(json.loads(out.stdout)["groups"])
             if listed != args.groups + 1:  # + wide_group
                 raise RuntimeError(f"{name} listed {listed} groups, expected {args.groups + 1}: {out.stderr}")
-        for _ in range(5):  # the default window: the state file in its steady size
-            run(cases[health], env, check_ok=exit_zero)
+        for name in [n for n in cases if n.startswith(health)]:
+            for _ in range(5):  # the default window: the state file in its steady size
+                run_cpu(cases[name], where[name][0], check_ok=exit_zero, cwd=where[name][1])
         for name, cmd in cases.items():
             if name not in (all_groups, no_clients, health):
-                run(cmd, env, check_ok=exit_zero)
+                run_cpu(cmd, where[name][0], check_ok=exit_zero, cwd=where[name][1])
         server.take()
         for _ in range(args.runs):
             for name, cmd in cases.items():
@@ -242,7 +270,7 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
                     if key is None:
                         continue
                     server.refused = batch_codes if refused else frozenset()
-                    wall, cpu = run_cpu(cmd, env, check_ok=exit_zero)
+                    wall, cpu = run_cpu(cmd, where[name][0], check_ok=exit_zero, cwd=where[name][1])
                     samples[key].seconds.append(wall)
                     samples[key].cpu.append(cpu)
                     counts = server.take()
@@ -380,7 +408,7 @@ def report_mock(samples: dict[str, Sample], runs: int) -> None:
         if name in samples and base in samples:
             ratio = samples[base].median / samples[name].median
             print(f"{name}: {ratio:.1f}x the speed of its baseline (median {samples[base].median * 1000:.0f} ms)")
-    for name, other in COMPARED.items():
+    for name, other in COMPARED:
         if name in samples and other in samples:
             a, b = samples[name], samples[other]
             # the runs are interleaved: run i of one beside run i of the other shares the machine's
@@ -419,18 +447,27 @@ def main() -> None:
         help="skip the per-group/per-queue baseline (with 10,000 groups it takes minutes: the mock's "
         "per-group stats scan every offset of the broker)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="also run git revision REV's --no-clients and --no-clients --health, interleaved, and compare "
+        "--health now with REV's --no-clients (the all-groups budget it was set by)",
+    )
     args = parser.parse_args()
+    against = extract_baseline(args.against) if args.against else None
     work = Path(tempfile.mkdtemp(prefix="mqadmin-bench-fanout-"))
     env = {**os.environ, "MQADMIN_HOME": str(work / "home"), "NO_COLOR": "1"}
     env.pop("NAMESRV_ADDR", None)
     try:
-        mock = bench_mock(args, env, work)
+        mock = bench_mock(args, env, work, against)
         report_mock(mock, args.runs)
         if not (args.skip_real or args.health_only):
             real = bench_real(args, env, work)
             report_real(real, args.real_runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if against is not None:
+            shutil.rmtree(against[1], ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -211,6 +211,31 @@ def baseline_tree(rev: str) -> Path:
     return folder
 
 
+def extract_baseline(rev: str) -> tuple[str, Path]:
+    """Revision ``rev``'s package in a temporary folder (its short name, the folder), checked to
+    be the ``mqadmin`` a child started there with it on ``PYTHONPATH`` imports."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True, text=True
+    )
+    if found.returncode != 0:
+        raise SystemExit(f"--baseline {rev}: not a git revision of {REPO}")
+    tree = baseline_tree(found.stdout.strip())
+    code = "import importlib.util as u; print(*(u.find_spec(m).origin for m in ('mqadmin', 'mqadmin.commands')))"
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=baseline_env(tree), cwd=tree
+    )
+    origins = probe.stdout.split()
+    if len(origins) != 2 or not all(Path(o).resolve().is_relative_to(tree.resolve()) for o in origins):
+        shutil.rmtree(tree, ignore_errors=True)
+        where = " and ".join(origins) or probe.stderr.strip()[-300:]
+        raise SystemExit(f"--baseline {rev}: a child imports mqadmin from {where}, not from {tree}")
+    return found.stdout.strip(), tree
+
+
+def baseline_env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
 def instructions(tree: Path, fmt: str, args: argparse.Namespace) -> float:
     """Instructions per message of one child under valgrind: a run over ``--instructions``
     messages less one over none (start-up and imports), so the same whatever else runs."""

@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 
 from bench_mock_ingest import QUEUES, TOPIC, cpu_seconds, java_children  # noqa: E402
 from bench_mock_ingest import produce as produce_batches  # noqa: E402
-from bench_replay_hotpath import baseline_tree  # noqa: E402
+from bench_replay_hotpath import baseline_env, extract_baseline  # noqa: E402
 
 from mqadmin.replay.records import record_body  # noqa: E402
 from tests.support import realbroker as rb  # noqa: E402
@@ -162,31 +162,6 @@ def message_set(path: Path) -> frozenset[tuple[object, ...]]:
             body = record_body(rec)
             out.add((rec["broker"], rec["queue_id"], rec["queue_offset"], rec["store_timestamp"], hash(body)))
     return frozenset(out)
-
-
-def extract_baseline(rev: str) -> tuple[str, Path]:
-    """Revision ``rev``'s package in a temporary folder (its short name, the folder), checked to
-    be the ``mqadmin`` a child started there with it on ``PYTHONPATH`` imports."""
-    found = subprocess.run(
-        ["git", "rev-parse", "--short", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True, text=True
-    )
-    if found.returncode != 0:
-        raise SystemExit(f"--baseline {rev}: not a git revision of {REPO}")
-    tree = baseline_tree(found.stdout.strip())
-    code = "import importlib.util as u; print(*(u.find_spec(m).origin for m in ('mqadmin', 'mqadmin.commands')))"
-    probe = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=baseline_env(tree), cwd=tree
-    )
-    origins = probe.stdout.split()
-    if len(origins) != 2 or not all(Path(o).resolve().is_relative_to(tree.resolve()) for o in origins):
-        shutil.rmtree(tree, ignore_errors=True)
-        where = " and ".join(origins) or probe.stderr.strip()[-300:]
-        raise SystemExit(f"--baseline {rev}: a child imports mqadmin from {where}, not from {tree}")
-    return found.stdout.strip(), tree
-
-
-def baseline_env(tree: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(tree)}
 
 
 def median(values: list[float]) -> float:
