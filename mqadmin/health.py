@@ -742,11 +742,13 @@ def assess_all(
         row = windows.add_row(keys[i], (now, consumers[i], brokers[i], lags[i]))
         codes[i] = status_code(row, need, onl[i], warn)
 
+    runs = list(zip(ats, *cols, strict=True))  # per run: its time and its three columns
+
     def row_at(i: int) -> list[Any]:
         if idx is not None and idx[i] < 0:
             return list(windows.queues[keys[i]])
         out: list[Any] = []
-        for at, c, b, lag in zip(ats, *cols, strict=True):
+        for at, c, b, lag in runs:
             out += (at, c[i], b[i], lag[i])
         return out
 
