@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,6 +33,7 @@ from mqadmin.commands._progress_local import LocalGroupProgress, LocalGroupsProg
 from mqadmin import errors
 from mqadmin.config import default_home
 from mqadmin.context import Context
+from mqadmin.fastjson import collector_paused
 from mqadmin.health import (
     Clients,
     GroupHealth,
@@ -858,13 +860,18 @@ def _all_groups(ctx: Context, params: ConsumerProgressParams) -> AllGroupsProgre
         )
     admin = ctx.admin()
     groups = admin.list_groups()
-    # one request per broker where the broker allows; a broker that cannot be reached is asked once
-    stats = admin.consume_stats_all(groups, partial=True)
-    conns = None if params.no_clients else admin.consumer_connections_all(groups)
-    tables = {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)}
-    ages = position_ages(ctx, tables)
-    lags = groups_lag_ms(ctx, tables, ages)
-    summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
+    # Every group's rows are many small acyclic objects that live until the output is printed:
+    # the cyclic collector, which would scan them again and again, is off while they are made,
+    # and they are left out of its later collections.
+    with collector_paused():
+        # one request per broker where the broker allows; a broker that cannot be reached is asked once
+        stats = admin.consume_stats_all(groups, partial=True)
+        conns = None if params.no_clients else admin.consumer_connections_all(groups)
+        tables = {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)}
+        ages = position_ages(ctx, tables)
+        lags = groups_lag_ms(ctx, tables, ages)
+        summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
+        gc.freeze()
     # 5.5 lite groups: not in the Java tool's list, nor in --health's windows; looked for only when
     # every broker answered (the view names a missing one, and the look would warn about it again)
     answered = all(isinstance(s, ConsumeStats) and not s.missing_brokers for s in stats.values())

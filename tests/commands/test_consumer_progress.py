@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import Counter
@@ -113,6 +114,25 @@ def test_all_groups_without_clients_equals_the_default(
     table = cli("consumerProgress", "-n", store.address, "--no-clients").stdout.splitlines()
     assert table[1].split() == ["Group", "TPS", "Diff", "Total", "Lag", "Time"]
     assert table[3].split()[:3] == ["b", "0", "80"]
+
+
+def test_all_groups_rows_are_left_out_of_later_collections(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """Every group's rows live until the output is printed: the cyclic collector is off while they
+    are made and they are frozen out of its later scans; it is as the caller had it afterwards."""
+    store = make_store(count=80, groups={"a": None, "b": -1})
+    try:
+        for was_on in (True, False):
+            gc.unfreeze()
+            gc.enable() if was_on else gc.disable()
+            r = cli("consumerProgress", "-n", store.address, "--json", "--no-clients")
+            assert r.code == 0 and [g["group"] for g in r.json()["groups"]] == ["a", "b"]  # type: ignore[index]
+            assert gc.isenabled() == was_on
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
 
 
 def test_no_clients_in_prometheus_leaves_the_client_count_out(
