@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
 from mqadmin.commands._progress import max_lag
-from mqadmin.commands.consumer_progress import _spans, groups_lag_ms, queue_lag_ms
+from mqadmin.commands.consumer_progress import _spans, groups_lag_ms, position_ages, queue_lag_ms
 
 from mqadmin.context import Context
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import ClientInfo
 from mqadmin.mock.seed import fill_topic
 from mqadmin.mock.server import MockServer
-from mqadmin.model import OffsetWrapper
+from mqadmin.model import MessageQueue, OffsetWrapper
 from mqadmin.protocol.codes import MQVersion, RequestCode
 
 
@@ -262,6 +262,12 @@ def test_lag_times_of_many_groups_equal_one_read_per_queue(make_store: Callable[
         alone = {g: max_lag([queue_lag_ms(admin_ctx, mq, w) for mq, w in t.items()]) for g, t in tables.items()}
         shared = groups_lag_ms(admin_ctx, tables)
         assert shared == alone and alone["idle"] == 0
+        # each group its own queue objects (as group-by-group reads give), equal to the others'
+        apart = {
+            g: {MessageQueue(q.topic, q.broker_name, q.queue_id): w for q, w in t.items()} for g, t in tables.items()
+        }
+        assert groups_lag_ms(admin_ctx, apart) == alone
+        assert groups_lag_ms(admin_ctx, apart, position_ages(admin_ctx, tables)) == alone
         assert all(v is not None and v > 0 for g, v in shared.items() if g != "idle")
         assert _spans([0, 1, 5, 31, 32, 33, 70, 99]) == [[0, 1, 5, 31], [32, 33], [70, 99]]
     finally:
