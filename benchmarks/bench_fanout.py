@@ -1,7 +1,7 @@
 """Fan-out: wall time and round trips of our admin commands, and the Java mqadmin beside ours.
 
 Run: .venv/bin/python benchmarks/bench_fanout.py [--runs 5] [--groups 10000] [--no-baseline] [--skip-real]
-[--health-only]
+[--health-only] [--baseline REV]
 
 Three parts, all in one run (the machine is shared and noisy, so every figure is a median and
 commands that are compared are interleaved run by run):
@@ -22,6 +22,8 @@ with the default all-groups command, and printed as a ratio against it; ``--no-c
 (the same plus the state file: read, every queue evaluated, written back) against ``--no-clients``,
 with the state file already holding a full window (as from cron, after the first minutes); every mock case also shows
 the client's CPU time (user + sys of the child process), which the shared server does not blur.
+With ``--baseline REV``, ``--no-clients`` also runs as git revision REV's code runs it (its package
+extracted, as the other benches do), interleaved with today's against the same server.
 
 Every command runs as a user runs it: a fresh process (``mqadmin`` console script, or a JVM for
 the Java tool), output to a pipe. Round trips are counted on the mock server: every request
@@ -50,6 +52,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and importable as a script helper
 
+from bench_replay_hotpath import baseline_tree  # noqa: E402
+
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import fill_topic  # noqa: E402
 from mqadmin.mock.server import MockServer  # noqa: E402
@@ -65,8 +69,8 @@ HOUR_MS = 3_600_000
 WIDE_CASE = "queryOffset -t T -g G (256 queues)"
 #: case -> its baseline case (the same command, the server refusing the batch requests)
 BASELINES: dict[str, str] = {}
-#: case -> the case it is compared with, both served as usual (e.g. --no-clients vs the default)
-COMPARED: dict[str, str] = {}
+#: (case, the case it is compared with), both served as usual (e.g. --no-clients vs the default)
+COMPARED: list[tuple[str, str]] = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,14 +223,22 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
     )
     BASELINES.update(baseline_of)
     if all_groups in cases:
-        COMPARED[no_clients] = all_groups
-    COMPARED[health] = no_clients
+        COMPARED.append((no_clients, all_groups))
+    COMPARED.append((health, no_clients))
+    envs = dict.fromkeys(cases, env)
+    if args.baseline:  # the same command as the code of REV runs it
+        at_rev = f"{no_clients} [at {args.baseline}]"
+        entry = "import sys; from mqadmin.entry import main; sys.exit(main())"
+        # -P: the current folder (maybe this checkout) must not shadow the baseline's package
+        cases[at_rev] = [sys.executable, "-P", "-c", entry, *cases[no_clients][1:]]
+        envs[at_rev] = {**env, "PYTHONPATH": str(baseline_tree(args.baseline))}
+        COMPARED.append((no_clients, at_rev))
     batch_codes = frozenset({RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_TOPIC_STATS_INFO})
     samples = {name: Sample() for name in [*cases, *baseline_of.values()]}
     try:
         # one untimed run each: checks the output is complete, warms the page cache
         for name in (n for n in (all_groups, no_clients) if n in cases):
-            out = subprocess.run(cases[name], env=env, capture_output=True, text=True)
+            out = subprocess.run(cases[name], env=envs[name], capture_output=True, text=True)
             listed = len(json.loads(out.stdout)["groups"])
             if listed != args.groups + 1:  # + wide_group
                 raise RuntimeError(f"{name} listed {listed} groups, expected {args.groups + 1}: {out.stderr}")
@@ -234,7 +246,7 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
             run(cases[health], env, check_ok=exit_zero)
         for name, cmd in cases.items():
             if name not in (all_groups, no_clients, health):
-                run(cmd, env, check_ok=exit_zero)
+                run(cmd, envs[name], check_ok=exit_zero)
         server.take()
         for _ in range(args.runs):
             for name, cmd in cases.items():
@@ -242,7 +254,7 @@ def bench_mock(args: argparse.Namespace, env: dict[str, str], work: Path) -> dic
                     if key is None:
                         continue
                     server.refused = batch_codes if refused else frozenset()
-                    wall, cpu = run_cpu(cmd, env, check_ok=exit_zero)
+                    wall, cpu = run_cpu(cmd, envs[name], check_ok=exit_zero)
                     samples[key].seconds.append(wall)
                     samples[key].cpu.append(cpu)
                     counts = server.take()
@@ -380,7 +392,7 @@ def report_mock(samples: dict[str, Sample], runs: int) -> None:
         if name in samples and base in samples:
             ratio = samples[base].median / samples[name].median
             print(f"{name}: {ratio:.1f}x the speed of its baseline (median {samples[base].median * 1000:.0f} ms)")
-    for name, other in COMPARED.items():
+    for name, other in COMPARED:
         if name in samples and other in samples:
             a, b = samples[name], samples[other]
             # the runs are interleaved: run i of one beside run i of the other shares the machine's
@@ -414,6 +426,11 @@ def main() -> None:
         help="only consumerProgress --no-clients and --no-clients --health, interleaved (implies --skip-real)",
     )
     parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run consumerProgress --no-clients (all groups) as git revision REV runs it, interleaved",
+    )
+    parser.add_argument(
         "--no-baseline",
         action="store_true",
         help="skip the per-group/per-queue baseline (with 10,000 groups it takes minutes: the mock's "
@@ -423,6 +440,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mqadmin-bench-fanout-"))
     env = {**os.environ, "MQADMIN_HOME": str(work / "home"), "NO_COLOR": "1"}
     env.pop("NAMESRV_ADDR", None)
+    # timed with bytecode, as an installed package has it: the untimed first runs write it (for a
+    # --baseline tree too), whatever PYTHONDONTWRITEBYTECODE says
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     try:
         mock = bench_mock(args, env, work)
         report_mock(mock, args.runs)
