@@ -229,7 +229,7 @@ def bench_mock(
     where: dict[str, tuple[dict[str, str], Path | None]] = dict.fromkeys(cases, (env, None))
     if against is not None:
         rev, tree = against
-        rev_env = {**baseline_env(tree), "MQADMIN_HOME": str(work / "home-rev"), "NO_COLOR": "1"}
+        rev_env = {**env, "PYTHONPATH": baseline_env(tree)["PYTHONPATH"], "MQADMIN_HOME": str(work / "home-rev")}
         for name in (no_clients, health):
             cases[f"{name} @{rev}"] = [sys.executable, "-m", "mqadmin", *cases[name][1:]]
             where[f"{name} @{rev}"] = (rev_env, tree)
@@ -458,6 +458,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mqadmin-bench-fanout-"))
     env = {**os.environ, "MQADMIN_HOME": str(work / "home"), "NO_COLOR": "1"}
     env.pop("NAMESRV_ADDR", None)
+    # timed with bytecode, as an installed package has it: the untimed first runs write it (for an
+    # --against tree too), whatever PYTHONDONTWRITEBYTECODE says
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     try:
         mock = bench_mock(args, env, work, against)
         report_mock(mock, args.runs)

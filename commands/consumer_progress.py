@@ -506,11 +506,19 @@ def position_ages(
     each distinct lagging (queue, consumer offset) is read once, however many groups share it,
     and positions of a queue less than LAG_READ_SPAN apart share one pull; the reads run
     concurrently. A caught-up group costs no read."""
-    positions: dict[MessageQueue, set[int]] = {}
+    # gathered by the queue objects' identities, which the groups of one reply share:
+    # MessageQueue's hash runs in Python, once per row of every group
+    by_id: dict[int, tuple[MessageQueue, set[int]]] = {}
     for table in tables.values():
         for mq, w in table.items():
-            if _behind(w):
-                positions.setdefault(mq, set()).add(w.consumer_offset)
+            if w.broker_offset > w.consumer_offset:  # _behind, inlined
+                found = by_id.get(id(mq))
+                if found is None:
+                    found = by_id[id(mq)] = (mq, set())
+                found[1].add(w.consumer_offset)
+    positions: dict[MessageQueue, set[int]] = {}
+    for mq, offsets in by_id.values():  # equal queues of distinct objects come together here
+        positions.setdefault(mq, set()).update(offsets)
     spans = [(mq, span) for mq, offsets in positions.items() for span in _spans(sorted(offsets))]
     ages: dict[tuple[MessageQueue, int], int | None] = {}
     for part in fan_out(lambda item: _span_ages(ctx, item[0], item[1]), spans):
@@ -527,10 +535,18 @@ def groups_lag_ms(
     (read here unless given)."""
     if ages is None:
         ages = position_ages(ctx, tables)
-    return {
-        group: max_lag([ages[mq, w.consumer_offset] for mq, w in table.items() if _behind(w)])
-        for group, table in tables.items()
-    }
+    # looked up by the queue objects' identities first (as in position_ages); a queue object that
+    # is not a key of ``ages`` itself, only equal to one, by its value
+    by_id = {(id(mq), offset): age for (mq, offset), age in ages.items()}
+    out: dict[str, int | None] = {}
+    for group, table in tables.items():
+        behind = []
+        for mq, w in table.items():
+            if w.broker_offset > w.consumer_offset:  # _behind, inlined
+                key = (id(mq), w.consumer_offset)
+                behind.append(by_id[key] if key in by_id else ages[mq, w.consumer_offset])
+        out[group] = max_lag(behind)
+    return out
 
 
 def _spans(offsets: list[int]) -> list[list[int]]:

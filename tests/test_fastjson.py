@@ -347,6 +347,12 @@ def test_pretty_lists_and_sets() -> None:
         '{"t":{{"brokerName":"b\\u0041","queueId":0,"topic":"T"}:1}}',
         '{"t":{{"topic":"T","brokerName":"b","queueId":0}:1},"n":{0:2}}',
         "[]",
+        # many keys, each field of each its own: a key's fields must not move to another key or field
+        '{"a":{{"brokerName":"b1","queueId":17,"topic":"T1"}:{"x":1},{"brokerName":"b2","queueId":0,"topic":"T2"}:2},'
+        '"s":"}:","b":[{"g":{{"brokerName":"b3","queueId":-1,"topic":"T3"}:{}}},{"h":{}}],'
+        '"c":{{"brokerName":"","queueId":2147483647,"topic":""}:[]}}',
+        # the whole body a table: a key first, a key last
+        '{{"brokerName":"b","queueId":1,"topic":"T"}:1,{"brokerName":"c","queueId":2,"topic":"U"}:{}}',
     ],
 )
 def test_queue_keyed_fast_path_reads_what_loads_reads(text: str) -> None:

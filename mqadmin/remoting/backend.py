@@ -291,8 +291,9 @@ class RemotingAdmin(MessageSession):
             cause = next(a for a in answers if isinstance(a, errors.ConnectError))
             failed = {g: failed.get(g) or cause for g in wanted}
         out: dict[str, ConsumeStats | errors.MqadminError] = {}
+        seen: dict[tuple[int, ...], bool] = {}  # the tables keep their queues alive
         for g in wanted:
-            stats = ConsumeStats(in_queue_order(tables[g]), tps[g], missing[g] if partial else {})
+            stats = ConsumeStats(in_queue_order(tables[g], seen), tps[g], missing[g] if partial else {})
             out[g] = failed.get(g) or stats
         return out
 

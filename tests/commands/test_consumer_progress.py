@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import Counter
@@ -10,14 +11,14 @@ from typing import Any
 import pytest
 from conftest import BROKER_VERSIONS, HOUR_MS, CliResult, Store
 from mqadmin.commands._progress import max_lag
-from mqadmin.commands.consumer_progress import _spans, groups_lag_ms, queue_lag_ms
+from mqadmin.commands.consumer_progress import _spans, groups_lag_ms, position_ages, queue_lag_ms
 
 from mqadmin.context import Context
 from mqadmin.mock.cluster import MockCluster
 from mqadmin.mock.model import ClientInfo
 from mqadmin.mock.seed import fill_topic
 from mqadmin.mock.server import MockServer
-from mqadmin.model import OffsetWrapper
+from mqadmin.model import MessageQueue, OffsetWrapper
 from mqadmin.protocol.codes import MQVersion, RequestCode
 
 
@@ -113,6 +114,25 @@ def test_all_groups_without_clients_equals_the_default(
     table = cli("consumerProgress", "-n", store.address, "--no-clients").stdout.splitlines()
     assert table[1].split() == ["Group", "TPS", "Diff", "Total", "Lag", "Time"]
     assert table[3].split()[:3] == ["b", "0", "80"]
+
+
+def test_all_groups_rows_are_left_out_of_later_collections(
+    make_store: Callable[..., Store], cli: Callable[..., CliResult]
+) -> None:
+    """Every group's rows live until the output is printed: the cyclic collector is off while they
+    are made and they are frozen out of its later scans; it is as the caller had it afterwards."""
+    store = make_store(count=80, groups={"a": None, "b": -1})
+    try:
+        for was_on in (True, False):
+            gc.unfreeze()
+            gc.enable() if was_on else gc.disable()
+            r = cli("consumerProgress", "-n", store.address, "--json", "--no-clients")
+            assert r.code == 0 and [g["group"] for g in r.json()["groups"]] == ["a", "b"]  # type: ignore[index]
+            assert gc.isenabled() == was_on
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
 
 
 def test_no_clients_in_prometheus_leaves_the_client_count_out(
@@ -242,6 +262,12 @@ def test_lag_times_of_many_groups_equal_one_read_per_queue(make_store: Callable[
         alone = {g: max_lag([queue_lag_ms(admin_ctx, mq, w) for mq, w in t.items()]) for g, t in tables.items()}
         shared = groups_lag_ms(admin_ctx, tables)
         assert shared == alone and alone["idle"] == 0
+        # each group its own queue objects (as group-by-group reads give), equal to the others'
+        apart = {
+            g: {MessageQueue(q.topic, q.broker_name, q.queue_id): w for q, w in t.items()} for g, t in tables.items()
+        }
+        assert groups_lag_ms(admin_ctx, apart) == alone
+        assert groups_lag_ms(admin_ctx, apart, position_ages(admin_ctx, tables)) == alone
         assert all(v is not None and v > 0 for g, v in shared.items() if g != "idle")
         assert _spans([0, 1, 5, 31, 32, 33, 70, 99]) == [[0, 1, 5, 31], [32, 33], [70, 99]]
     finally:

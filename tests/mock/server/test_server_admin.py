@@ -108,4 +108,4 @@ def test_broker_consume_stats_lists_every_group_as_per_group_stats_do(
 
 def _marked(key: Any) -> str:
     mq = fastjson.to_message_queue(key)
-    return f"\x00{mq.topic}\x00{mq.broker_name}\x00{mq.queue_id}"
+    return f"\x00{mq.broker_name}\x00{mq.queue_id}\x00{mq.topic}"
