@@ -535,9 +535,7 @@ def groups_lag_ms(
     (read here unless given)."""
     if ages is None:
         ages = position_ages(ctx, tables)
-    # looked up by the queue objects' identities first (as in position_ages); a queue object that
-    # is not a key of ``ages`` itself, only equal to one, by its value
-    by_id = {(id(mq), offset): age for (mq, offset), age in ages.items()}
+    by_id = _ages_by_identity(ages)
     out: dict[str, int | None] = {}
     for group, table in tables.items():
         behind = []
@@ -547,6 +545,15 @@ def groups_lag_ms(
                 behind.append(by_id[key] if key in by_id else ages[mq, w.consumer_offset])
         out[group] = max_lag(behind)
     return out
+
+
+def _ages_by_identity(
+    ages: Mapping[tuple[MessageQueue, int], int | None],
+) -> dict[tuple[int, int], int | None]:
+    """``position_ages``'s figures keyed by the queue objects' identities, which the groups of one
+    reply share (MessageQueue's hash runs in Python, once per row of every group): looked up first
+    by identity, then, for a queue object only equal to a key of ``ages``, by its value."""
+    return {(id(mq), offset): age for (mq, offset), age in ages.items()}
 
 
 def _spans(offsets: list[int]) -> list[list[int]]:
@@ -748,8 +755,7 @@ def _groups_health(
     """Every group's health in one pass over the state file (one lock, one write)."""
     rules, now = params.health_rules, ctx.now
     healths: dict[str, GroupHealth] = {}
-    # the lag times by plain tuples: a MessageQueue hashes in Python, 80,000 times at 10,000 groups
-    age_at = {(mq.topic, mq.broker_name, mq.queue_id, offset): age for (mq, offset), age in ages.items()}
+    by_id = _ages_by_identity(ages)
     # the samples as columns over every group's queues, each part by one comprehension
     keys: list[str] = []
     consumers: list[int] = []
@@ -772,13 +778,10 @@ def _groups_health(
             bs = [w.broker_offset for w in offsets.values()]
             consumers += cs
             brokers += bs
-            if age_at:
-                lags += [
-                    age_at.get((mq.topic, mq.broker_name, mq.queue_id, c), 0) if b > c else 0
-                    for mq, c, b in zip(offsets, cs, bs, strict=True)
-                ]
-            else:
-                lags += [0] * len(cs)
+            lags += [
+                (by_id[key] if (key := (id(mq), c)) in by_id else ages.get((mq, c), 0)) if b > c else 0
+                for mq, c, b in zip(offsets, cs, bs, strict=True)
+            ]
             clients = Clients(None) if conns is None else _clients_of(conns[group])
             groups.append((group, len(cs), clients, _incomplete(st.missing_brokers, params.partial)))
         healths.update(assess_all(windows, rules, now, keys, consumers, brokers, lags, groups))

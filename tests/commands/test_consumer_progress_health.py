@@ -218,6 +218,23 @@ def test_all_groups_view_agrees_and_exits_3(history: dict[str, list[Any]]) -> No
     assert healthy["queues"] == {"OK": QUEUES} and "worst_queue" not in healthy
 
 
+def test_a_window_holds_every_run_and_its_lag_times(history: dict[str, list[Any]]) -> None:
+    """-g and all-groups runs against one address share the state file: a -g run's window holds
+    the samples the all-groups runs took in between (the last of each minute), their lag times
+    those -g reads (the age of the message at the consumer offset)."""
+    for group in ("stuck", "slowing"):
+        for minute in range(1, STEPS):
+            doc, _, _ = history[group][minute]
+            earlier = [history[group][m][0]["queues"] for m in range(minute + 1)]
+            for i, q in enumerate(doc["queues"]):
+                samples = q["health"]["samples"]
+                assert [s["at_ms"] for s in samples] == [T0 + m * MIN for m in range(minute + 1)]
+                # the samples before this one: taken by the all-groups runs, as -g read them then
+                assert [s["lag_time_ms"] for s in samples] == [e[i]["lag_time_ms"] for e in earlier], (group, minute)
+                assert [s["consumer_offset"] for s in samples] == [e[i]["consumer_offset"] for e in earlier]
+                assert samples[-1]["lag_time_ms"] > 0
+
+
 def test_without_clients_a_stopped_group_is_a_stall_that_says_so(history: dict[str, list[Any]]) -> None:
     doc, code, _ = history["all_no_clients"][-1]
     by_group = {g["group"]: g["health"] for g in doc["groups"]}
