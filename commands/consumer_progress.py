@@ -875,11 +875,12 @@ def _all_groups(ctx: Context, params: ConsumerProgressParams) -> AllGroupsProgre
     """No -g: every group of the cluster, one consume-stats request per broker where it allows.
 
     10,000 groups make a million small objects kept to the end, none in a cycle: the cyclic
-    collector, which would scan them again and again as they are made (a fifth of the run), stays
+    collector, which would scan them again and again as they are made (a tenth of the run), stays
     off while they are, and they are frozen out of its later scans (the printing) once made."""
     with collector_paused():
         everything = _read_all_groups(ctx, params)
-    gc.freeze()
+    if not ctx.watching:  # a watch runs on: its refreshes' garbage, cycles too, must stay collectable
+        gc.freeze()
     return everything
 
 
