@@ -1,7 +1,7 @@
 """Fan-out: wall time and round trips of our admin commands, and the Java mqadmin beside ours.
 
 Run: .venv/bin/python benchmarks/bench_fanout.py [--runs 5] [--groups 10000] [--no-baseline] [--skip-real]
-[--health-only] [--against REV]
+[--health-only] [--against REV] [--instructions]
 
 Three parts, all in one run (the machine is shared and noisy, so every figure is a median and
 commands that are compared are interleaved run by run):
@@ -22,7 +22,9 @@ with the default all-groups command, and printed as a ratio against it; ``--no-c
 (the same plus the state file: read, every queue evaluated, written back) against ``--no-clients``,
 with the state file already holding a full window (as from cron, after the first minutes). ``--against
 REV`` adds git revision REV's two, interleaved with them (its package extracted by ``git archive``,
-its own state file), and compares ``--health`` now with REV's ``--no-clients``. Every mock case also shows
+its own state file), and compares ``--health`` now with REV's ``--no-clients``; ``--instructions``
+counts the client's instructions in one run of each of those under valgrind, a figure other load
+does not move. Every mock case also shows
 the client's CPU time (user + sys of the child process), which the shared server does not blur.
 
 Every command runs as a user runs it: a fresh process (``mqadmin`` console script, or a JVM for
@@ -52,7 +54,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.realbroker is stdlib-only and importable as a script helper
 
-from bench_replay_hotpath import baseline_env, extract_baseline  # noqa: E402
+from bench_replay_hotpath import baseline_env, count_instructions, extract_baseline  # noqa: E402
 
 from mqadmin.mock.cluster import MockCluster  # noqa: E402
 from mqadmin.mock.seed import fill_topic  # noqa: E402
@@ -118,6 +120,8 @@ class Sample:
     round_trips: list[int] = field(default_factory=list)
     by_code: Counter[tuple[str, int]] = field(default_factory=Counter)
     note: str = ""
+    #: --instructions: the client's instructions in one run, counted by valgrind
+    instructions: int | None = None
 
     @property
     def median(self) -> float:
@@ -285,6 +289,10 @@ def bench_mock(
                     samples[key].round_trips.append(sum(counts.values()))
                     samples[key].by_code = counts
             server.refused = frozenset()
+        if args.instructions:  # one run each under valgrind, all started the same way
+            for name in [n for n in cases if n.startswith(no_clients)]:
+                cmd = cases[name] if cases[name][0] != MQADMIN else [sys.executable, "-m", "mqadmin", *cases[name][1:]]
+                samples[name].instructions = count_instructions(cmd, where[name][0], where[name][1])
         if health in cases:
             size = sum(p.stat().st_size for p in (Path(env["MQADMIN_HOME"]) / "state").glob("health-*.json"))
             print(f"# health state file: {size / 1e6:.1f} MB, a full window", file=sys.stderr)
@@ -428,6 +436,11 @@ def report_mock(samples: dict[str, Sample], runs: int) -> None:
                 f"({statistics.median(a.cpu) / statistics.median(b.cpu):.2f}x; per run, median {per_run:.2f}x), "
                 f"round trips {b.round_trips[-1]} -> {a.round_trips[-1]}"
             )
+            if a.instructions and b.instructions:
+                print(
+                    f"  instructions (valgrind, one run each): {a.instructions / 1e9:.2f} G against "
+                    f"{b.instructions / 1e9:.2f} G, {a.instructions / b.instructions:.3f}x"
+                )
 
 
 def report_real(results: dict[str, tuple[Sample, Sample]], runs: int) -> None:
@@ -454,6 +467,11 @@ def main() -> None:
         action="store_true",
         help="skip the per-group/per-queue baseline (with 10,000 groups it takes minutes: the mock's "
         "per-group stats scan every offset of the broker)",
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the client's instructions in one run of each --no-clients case under valgrind (minutes)",
     )
     parser.add_argument(
         "--against",

@@ -250,9 +250,20 @@ def instructions(tree: Path, fmt: str, args: argparse.Namespace) -> float:
 
 def valgrind_instructions(argv: list[str], script: str) -> int:
     """Instructions ``python script argv`` runs, counted by valgrind (hash seed fixed)."""
-    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-    cmd += [sys.executable, script, *argv]
-    run = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    return count_instructions([sys.executable, script, *argv])
+
+
+def count_instructions(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Instructions the command ``cmd`` runs, counted by valgrind (hash seed fixed): a figure other
+    load on the machine does not move, where CPU times vary by a tenth run to run."""
+    run = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *cmd],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
+        env={**(os.environ if env is None else env), "PYTHONHASHSEED": "0"},
+    )
     found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
     if found is None:
         raise SystemExit(f"no instruction count from valgrind: {run.stderr[-300:]}")
