@@ -533,18 +533,31 @@ def groups_lag_ms(
 ) -> dict[str, int | None]:
     """Each group's lag time (the oldest unconsumed message over its queues), from ``position_ages``
     (read here unless given)."""
-    if ages is None:
-        ages = position_ages(ctx, tables)
+    return lag_times(tables, position_ages(ctx, tables) if ages is None else ages)[0]
+
+
+def lag_times(
+    tables: Mapping[str, Mapping[MessageQueue, OffsetWrapper]], ages: Mapping[tuple[MessageQueue, int], int | None]
+) -> tuple[dict[str, int | None], dict[str, list[int | None]]]:
+    """Each group's lag time (``groups_lag_ms``), and each of its queues' in its table's order (0
+    for a queue caught up), which ``--health`` keeps in its windows: one pass for both."""
     by_id = _ages_by_identity(ages)
-    out: dict[str, int | None] = {}
+    groups: dict[str, int | None] = {}
+    queues: dict[str, list[int | None]] = {}
     for group, table in tables.items():
-        behind = []
+        behind: list[int | None] = []
+        lags: list[int | None] = []
         for mq, w in table.items():
             if w.broker_offset > w.consumer_offset:  # _behind, inlined
                 key = (id(mq), w.consumer_offset)
-                behind.append(by_id[key] if key in by_id else ages[mq, w.consumer_offset])
-        out[group] = max_lag(behind)
-    return out
+                lag = by_id[key] if key in by_id else ages[mq, w.consumer_offset]
+                behind.append(lag)
+                lags.append(lag)
+            else:
+                lags.append(0)
+        groups[group] = max_lag(behind)
+        queues[group] = lags
+    return groups, queues
 
 
 def _ages_by_identity(
@@ -750,12 +763,12 @@ def _groups_health(
     result: AllGroupsProgress,
     stats: Mapping[str, ConsumeStats | errors.MqadminError],
     conns: Mapping[str, ConsumerConnection | errors.MqadminError] | None,
-    ages: Mapping[tuple[MessageQueue, int], int | None],
+    queue_lags: Mapping[str, list[int | None]],
 ) -> list[str]:
-    """Every group's health in one pass over the state file (one lock, one write)."""
+    """Every group's health in one pass over the state file (one lock, one write); ``queue_lags``:
+    each group's queues' lag times (``lag_times``)."""
     rules, now = params.health_rules, ctx.now
     healths: dict[str, GroupHealth] = {}
-    by_id = _ages_by_identity(ages)
     # the samples as columns over every group's queues, each part by one comprehension
     keys: list[str] = []
     consumers: list[int] = []
@@ -778,10 +791,7 @@ def _groups_health(
             bs = [w.broker_offset for w in offsets.values()]
             consumers += cs
             brokers += bs
-            lags += [
-                (by_id[key] if (key := (id(mq), c)) in by_id else ages.get((mq, c), 0)) if b > c else 0
-                for mq, c, b in zip(offsets, cs, bs, strict=True)
-            ]
+            lags += queue_lags[group]
             clients = Clients(None) if conns is None else _clients_of(conns[group])
             groups.append((group, len(cs), clients, _incomplete(st.missing_brokers, params.partial)))
         healths.update(assess_all(windows, rules, now, keys, consumers, brokers, lags, groups))
@@ -895,8 +905,7 @@ def _read_all_groups(ctx: Context, params: ConsumerProgressParams) -> AllGroupsP
     stats = admin.consume_stats_all(groups, partial=True)
     conns = None if params.no_clients else admin.consumer_connections_all(groups)
     tables = {g: s.offsets for g, s in stats.items() if isinstance(s, ConsumeStats)}
-    ages = position_ages(ctx, tables)
-    lags = groups_lag_ms(ctx, tables, ages)
+    lags, queue_lags = lag_times(tables, position_ages(ctx, tables))
     summaries = [_summary(g, None if conns is None else conns[g], stats[g], lags.get(g)) for g in groups]
     # 5.5 lite groups: not in the Java tool's list, nor in --health's windows; looked for only when
     # every broker answered (the view names a missing one, and the look would warn about it again)
@@ -913,6 +922,6 @@ def _read_all_groups(ctx: Context, params: ConsumerProgressParams) -> AllGroupsP
         if isinstance(s, ConsumeStats):
             everything.missing_brokers.update(s.missing_brokers)
     if params.health:
-        breaches += _groups_health(ctx, params, everything, stats, conns, ages)
+        breaches += _groups_health(ctx, params, everything, stats, conns, queue_lags)
     _checked(ctx, everything, breaches, params.partial)
     return everything
