@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqadmin.commands._common import missing_brokers_json, time_fields
 
+from mqadmin.health import (
+    STATUS_NAMES,
+    GroupHealth,
+    queue_key,
+    status_cell,
+    verdict_json,
+    window_brief,
+    worst_queue,
+)
 from mqadmin.output import ResultBase, Table
 from mqadmin.protocol.constants import DLQ_PREFIX
 from mqadmin.timeparse import format_duration, format_java, format_zoned
-
-if TYPE_CHECKING:
-    from mqadmin.health import GroupHealth
 
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
 #: the Java tool's printf layouts (ConsumerProgressSubCommand, tools 4.9.7 and 5.3.3), kept as its
@@ -97,7 +103,6 @@ class GroupProgress(ResultBase):
         return q.diff - self.previous[(q.topic, q.broker, q.queue_id)]
 
     def _key(self, q: ProgressRow) -> str:
-        from mqadmin.health import queue_key
 
         return queue_key(self.group, q.topic, q.broker, q.queue_id)
 
@@ -139,8 +144,6 @@ class GroupProgress(ResultBase):
     def to_json(self) -> dict[str, Any]:
         doc = self._json()
         if self.health is not None:
-            from mqadmin.health import verdict_json
-
             doc["health"] = verdict_json(self.health.verdict)
             for q, out in zip(self.queues, doc["queues"], strict=True):
                 out["health"] = self.health.queues[self._key(q)].to_json()
@@ -208,8 +211,6 @@ class GroupProgress(ResultBase):
         return Table(columns, rows, title=f"Consumer group {self.group}", footer=footer)
 
     def _status(self, q: ProgressRow) -> str:
-        from mqadmin.health import status_cell
-
         assert self.health is not None
         return status_cell(self.health.queues[self._key(q)].verdict)
 
@@ -374,8 +375,6 @@ class AllGroupsProgress(ResultBase):
         return Table(columns, rows, title="Consumer groups", footer=footer)
 
     def _status(self, g: GroupSummary) -> str:
-        from mqadmin.health import status_cell
-
         assert self.health is not None
         return status_cell(self.health[g.group].verdict)
 
@@ -438,8 +437,6 @@ def group_health_json(health: GroupHealth) -> dict[str, Any]:
     """A group's status, how many of its queues have each status, and the window of the queue the
     status comes from, in brief: bounded by the number of groups, however many queues lag (``-g``
     shows every queue's samples)."""
-    from mqadmin.health import STATUS_NAMES, verdict_json, window_brief, worst_queue
-
     worst = health.worst or worst_queue({k: q.verdict for k, q in health.queues.items()})
     doc = verdict_json(health.verdict)
     doc["queues"] = health.status_counts()
