@@ -792,12 +792,16 @@ def _groups_health(
             consumers += cs
             brokers += bs
             lags += queue_lags[group]
-            clients = Clients(None) if conns is None else _clients_of(conns[group])
+            clients = NOT_READ if conns is None else _clients_of(conns[group])
             groups.append((group, len(cs), clients, _incomplete(st.missing_brokers, params.partial)))
         healths.update(assess_all(windows, rules, now, keys, consumers, brokers, lags, groups))
     healths = {g.group: healths[g.group] for g in result.groups}  # in the groups' order
     result.health = healths
     return _failures(params, healths)
+
+
+#: --no-clients: no group's clients were read (one value for 10,000 groups)
+NOT_READ = Clients(None)
 
 
 def _clients_of(conn: ConsumerConnection | errors.MqadminError) -> Clients:

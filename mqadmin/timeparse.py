@@ -6,6 +6,7 @@ goes wrong, so the user must see what "09:40" became.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -154,6 +155,7 @@ def parse_duration_ms(text: str) -> int:
     return int(float(m.group(1)) * _UNIT_MS[m.group(2) or "ms"])
 
 
+@functools.lru_cache(maxsize=1024)  # 10,000 groups' health reasons name a few spans again and again
 def format_duration(ms: int | None) -> str:
     """A lag as every table prints it: ``0s``, ``4.2s``, ``19m57s``, ``3h05m``, ``2d04h``;
     ``-`` when unknown (JSON carries the milliseconds, or null)."""
