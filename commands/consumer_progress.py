@@ -541,7 +541,10 @@ def lag_times(
 ) -> tuple[dict[str, int | None], dict[str, list[int | None]]]:
     """Each group's lag time (``groups_lag_ms``), and each of its queues' in its table's order (0
     for a queue caught up), which ``--health`` keeps in its windows: one pass for both."""
-    by_id = _ages_by_identity(ages)
+    # looked up by the queue objects' identities first, which the groups of one reply share
+    # (MessageQueue's hash runs in Python, once per row of every group); an object only equal to
+    # a key of ``ages``, by its value
+    by_id = {(id(mq), offset): age for (mq, offset), age in ages.items()}
     groups: dict[str, int | None] = {}
     queues: dict[str, list[int | None]] = {}
     for group, table in tables.items():
@@ -558,15 +561,6 @@ def lag_times(
         groups[group] = max_lag(behind)
         queues[group] = lags
     return groups, queues
-
-
-def _ages_by_identity(
-    ages: Mapping[tuple[MessageQueue, int], int | None],
-) -> dict[tuple[int, int], int | None]:
-    """``position_ages``'s figures keyed by the queue objects' identities, which the groups of one
-    reply share (MessageQueue's hash runs in Python, once per row of every group): looked up first
-    by identity, then, for a queue object only equal to a key of ``ages``, by its value."""
-    return {(id(mq), offset): age for (mq, offset), age in ages.items()}
 
 
 def _spans(offsets: list[int]) -> list[list[int]]:
